@@ -1,0 +1,56 @@
+/**
+ * The storage seam: the collection API talks to a driver, never to a database
+ * directly. Implementations: the embedded store and MongoDB. A parity suite
+ * runs the same tests against each.
+ *
+ * Documents a driver returns are shared with its cache and with live queries:
+ * callers must not mutate them (the collection API clones before handing them
+ * to application code).
+ */
+import type { ChangeSource } from '../reactive/change-source.js';
+import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from './types.js';
+
+/** What a write returns so that its delivery to live queries can be awaited (`ChangeSource.delivered`). */
+export interface WriteOutcome {
+  token: unknown;
+}
+
+export interface QueryResult {
+  docs: Document[];
+  /** The change seq these results reflect exactly, when the driver knows it (lets live queries skip older events). */
+  position?: number;
+}
+
+export interface CollectionDriver {
+  readonly name: string;
+  insert(doc: Document): Promise<WriteOutcome>;
+  update(selector: Document, modifier: Document, options: UpdateOptions): Promise<UpdateResult & WriteOutcome>;
+  remove(selector: Document): Promise<{ removed: number } & WriteOutcome>;
+  find(query: QuerySpec): Promise<QueryResult>;
+  count(query: QuerySpec): Promise<number>;
+  createIndex(keys: IndexKeys, options?: IndexOptions): Promise<string>;
+  dropIndex(name: string): Promise<void>;
+  /** Removes every document and index of the collection. */
+  drop(): Promise<void>;
+}
+
+export interface StorageDriver {
+  /** `embedded` or `mongo`: shown in logs and metrics. */
+  readonly kind: string;
+  readonly changes: ChangeSource;
+  collection(name: string): CollectionDriver;
+  close(): Promise<void>;
+}
+
+/** A duplicate key on a unique index: MongoDB's E11000, same code and message shape. */
+export class DuplicateKeyError extends Error {
+  readonly code = 11000;
+  constructor(
+    collection: string,
+    readonly index: string,
+    readonly key: unknown,
+  ) {
+    super(`E11000 duplicate key error collection: ${collection} index: ${index} dup key: ${JSON.stringify(key)}`);
+    this.name = 'DuplicateKeyError';
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * DDP message shapes and their validation. Only `fields`, `params` and `result`
+ * carry EJSON; everything else is plain JSON (DDP notes §1.1).
+ */
+import { fromJSONValue, type JSONObject } from './ejson.js';
+import type { SerializedError } from './errors.js';
+
+export const SUPPORTED_VERSIONS = ['1', 'pre2', 'pre1'] as const;
+export type DDPVersion = (typeof SUPPORTED_VERSIONS)[number];
+
+export interface ConnectMessage {
+  msg: 'connect';
+  version: string;
+  support: string[];
+  session?: string;
+}
+export interface PingMessage {
+  msg: 'ping';
+  id?: string;
+}
+export interface PongMessage {
+  msg: 'pong';
+  id?: string;
+}
+export interface SubMessage {
+  msg: 'sub';
+  id: string;
+  name: string;
+  params: unknown[];
+}
+export interface UnsubMessage {
+  msg: 'unsub';
+  id: string;
+}
+export interface MethodMessage {
+  msg: 'method';
+  id: string;
+  method: string;
+  params: unknown[];
+  randomSeed?: string;
+}
+
+export type ClientMessage = ConnectMessage | PingMessage | PongMessage | SubMessage | UnsubMessage | MethodMessage;
+
+export interface ConnectedMessage {
+  msg: 'connected';
+  session: string;
+}
+export interface FailedMessage {
+  msg: 'failed';
+  version: string;
+}
+export interface NosubMessage {
+  msg: 'nosub';
+  id: string;
+  error?: SerializedError;
+}
+export interface AddedMessage {
+  msg: 'added';
+  collection: string;
+  id: string;
+  fields?: JSONObject;
+}
+export interface ChangedMessage {
+  msg: 'changed';
+  collection: string;
+  id: string;
+  fields?: JSONObject;
+  cleared?: string[];
+}
+export interface RemovedMessage {
+  msg: 'removed';
+  collection: string;
+  id: string;
+}
+export interface AddedBeforeMessage {
+  msg: 'addedBefore';
+  collection: string;
+  id: string;
+  fields?: JSONObject;
+  before: string | null;
+}
+export interface MovedBeforeMessage {
+  msg: 'movedBefore';
+  collection: string;
+  id: string;
+  before: string | null;
+}
+export interface ReadyMessage {
+  msg: 'ready';
+  subs: string[];
+}
+export interface ResultMessage {
+  msg: 'result';
+  id: string;
+  error?: SerializedError;
+  result?: unknown;
+}
+export interface UpdatedMessage {
+  msg: 'updated';
+  methods: string[];
+}
+export interface ErrorMessage {
+  msg: 'error';
+  reason: string;
+  offendingMessage?: unknown;
+}
+
+export type ServerMessage =
+  | ConnectedMessage
+  | FailedMessage
+  | PingMessage
+  | PongMessage
+  | NosubMessage
+  | AddedMessage
+  | ChangedMessage
+  | RemovedMessage
+  | AddedBeforeMessage
+  | MovedBeforeMessage
+  | ReadyMessage
+  | ResultMessage
+  | UpdatedMessage
+  | ErrorMessage;
+
+/** Why a client message was refused, in Meteor's words, with the message when Meteor echoes it. */
+export interface Rejection {
+  reason: string;
+  offendingMessage?: unknown;
+}
+
+export type ParseOutcome = { message: ClientMessage } | { rejection: Rejection };
+
+const isString = (v: unknown): v is string => typeof v === 'string';
+
+function isPlainRecord(value: unknown): value is JSONObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Parses and validates one frame from a client. Invalid JSON is a `Bad request`,
+ * undecodable EJSON a `Parse error`, wrong field types a `Malformed ...` error.
+ */
+export function parseClientMessage(text: string): ParseOutcome {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return { rejection: { reason: 'Bad request' } };
+  }
+  if (!isPlainRecord(raw)) return { rejection: { reason: 'Bad request' } };
+  switch (raw.msg) {
+    case 'connect':
+      return { message: raw as unknown as ConnectMessage };
+    case 'ping':
+    case 'pong':
+      if ('id' in raw && !isString(raw.id)) return { rejection: { reason: 'Bad request', offendingMessage: raw } };
+      return { message: raw as unknown as PingMessage | PongMessage };
+    case 'sub': {
+      if (!isString(raw.id) || !isString(raw.name) || ('params' in raw && !Array.isArray(raw.params))) {
+        return { rejection: { reason: 'Malformed subscription', offendingMessage: raw } };
+      }
+      const params = decodeParams(raw);
+      if (!params) return { rejection: { reason: 'Parse error', offendingMessage: raw } };
+      return { message: { msg: 'sub', id: raw.id, name: raw.name, params } };
+    }
+    case 'unsub':
+      if (!isString(raw.id)) return { rejection: { reason: 'Malformed unsubscription', offendingMessage: raw } };
+      return { message: { msg: 'unsub', id: raw.id } };
+    case 'method': {
+      if (
+        !isString(raw.id) ||
+        !isString(raw.method) ||
+        ('params' in raw && !Array.isArray(raw.params)) ||
+        ('randomSeed' in raw && !isString(raw.randomSeed))
+      ) {
+        return { rejection: { reason: 'Malformed method invocation', offendingMessage: raw } };
+      }
+      const params = decodeParams(raw);
+      if (!params) return { rejection: { reason: 'Parse error', offendingMessage: raw } };
+      const message: MethodMessage = { msg: 'method', id: raw.id, method: raw.method, params };
+      if (isString(raw.randomSeed)) message.randomSeed = raw.randomSeed;
+      return { message };
+    }
+    default:
+      return { rejection: { reason: 'Bad request', offendingMessage: raw } };
+  }
+}
+
+function decodeParams(raw: JSONObject): unknown[] | undefined {
+  if (raw.params === undefined) return [];
+  try {
+    return fromJSONValue(raw.params) as unknown[];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Checks a `connect` and picks the version: Meteor's rules (DDP notes §1.2). */
+export function negotiateVersion(
+  message: ConnectMessage,
+  serverVersions: readonly string[] = SUPPORTED_VERSIONS,
+): { accepted: DDPVersion } | { failed: string } {
+  const { version, support } = message;
+  const fallback = serverVersions[0] ?? '1';
+  if (!isString(version) || !Array.isArray(support) || !support.every(isString) || !support.includes(version)) {
+    return { failed: fallback };
+  }
+  const best = support.find((v) => serverVersions.includes(v)) ?? fallback;
+  if (best !== version) return { failed: best };
+  return { accepted: version as DDPVersion };
+}
+
+/**
+ * Parses a server frame on the client side; returns undefined for anything that
+ * is not a DDP message (including Meteor's legacy `{"server_id": ...}` greeting).
+ */
+export function parseServerMessage(text: string): ServerMessage | undefined {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!isPlainRecord(raw) || !isString(raw.msg)) return undefined;
+  if (raw.fields !== undefined) raw.fields = fromJSONValue(raw.fields);
+  if (raw.result !== undefined) raw.result = fromJSONValue(raw.result);
+  if (raw.params !== undefined) raw.params = fromJSONValue(raw.params);
+  if (Array.isArray(raw.cleared)) {
+    const fields = (isPlainRecord(raw.fields) ? raw.fields : (raw.fields = {})) as JSONObject;
+    for (const key of raw.cleared) if (isString(key)) fields[key] = undefined;
+    delete raw.cleared;
+  }
+  return raw as unknown as ServerMessage;
+}

@@ -1,0 +1,67 @@
+/** Selectors: Meteor's id shorthand, validation and compilation to a predicate (MongoDB semantics via mingo). */
+import { Query } from 'mingo';
+import type { Document, Selector } from '../data/types.js';
+
+/** Turns Meteor's shorthand (`find(id)`, `find(undefined)`) into a selector object. */
+export function normalizeSelector(selector: Selector | undefined | null): Document {
+  if (selector === undefined || selector === null) return {};
+  if (typeof selector === 'string' || typeof selector === 'number') return { _id: selector };
+  if (typeof selector !== 'object' || Array.isArray(selector)) {
+    throw new TypeError(`Invalid selector: ${String(selector)}`);
+  }
+  if (typeof (selector as { toHexString?: unknown }).toHexString === 'function') return { _id: selector };
+  return selector as Document;
+}
+
+export interface Matcher {
+  test(doc: Document): boolean;
+  /** True for the empty selector: every document matches. */
+  readonly matchesAll: boolean;
+  /**
+   * False when a change to one document can alter which *other* documents match
+   * or when evaluation needs more than the document (`$where` with outside state,
+   * `$near` ordering, `$text` scores): such queries must be re-run, not patched.
+   */
+  readonly incremental: boolean;
+}
+
+const NON_INCREMENTAL = new Set(['$where', '$near', '$nearSphere', '$text', '$expr']);
+
+function usesOperator(value: unknown, operators: Set<string>): boolean {
+  if (Array.isArray(value)) return value.some((v) => usesOperator(v, operators));
+  if (value === null || typeof value !== 'object' || value instanceof Date || value instanceof RegExp) return false;
+  for (const key of Object.keys(value)) {
+    if (operators.has(key)) return true;
+    if (usesOperator((value as Document)[key], operators)) return true;
+  }
+  return false;
+}
+
+export function compileSelector(selector: Document): Matcher {
+  if (Object.keys(selector).length === 0) return { test: () => true, matchesAll: true, incremental: true };
+  let query: Query;
+  try {
+    query = new Query(selector, {});
+  } catch (error) {
+    throw new Error(`Invalid selector ${JSON.stringify(selector)}: ${(error as Error).message}`);
+  }
+  return {
+    test: (doc) => query.test(doc),
+    matchesAll: false,
+    incremental: !usesOperator(selector, NON_INCREMENTAL),
+  };
+}
+
+/** The `_id` values a selector is restricted to, when it names them (`{_id: x}` or `{_id: {$in: [...]}}`). */
+export function selectorIds(selector: Document): unknown[] | undefined {
+  if (!('_id' in selector)) return undefined;
+  const id = selector._id;
+  if (id === null || typeof id !== 'object' || typeof (id as { toHexString?: unknown }).toHexString === 'function') {
+    return [id];
+  }
+  const ops = id as Document;
+  const keys = Object.keys(ops);
+  if (keys.length === 1 && keys[0] === '$in' && Array.isArray(ops.$in)) return ops.$in as unknown[];
+  if (keys.length === 1 && keys[0] === '$eq') return [ops.$eq];
+  return undefined;
+}
