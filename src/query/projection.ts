@@ -74,7 +74,7 @@ export function compileProjection(spec: Projection | undefined): Projector {
     try {
       find([], {}, spec).all();
     } catch (error) {
-      throw new Error(`Invalid projection ${JSON.stringify(spec)}: ${(error as Error).message}`);
+      throw new Error(`Invalid projection ${JSON.stringify(spec)}: ${(error as Error).message}`, { cause: error });
     }
     return {
       apply: (doc) => find([doc], {}, spec).all()[0] as Document,

@@ -43,7 +43,7 @@ export function compileSelector(selector: Document): Matcher {
   try {
     query = new Query(selector, {});
   } catch (error) {
-    throw new Error(`Invalid selector ${JSON.stringify(selector)}: ${(error as Error).message}`);
+    throw new Error(`Invalid selector ${JSON.stringify(selector)}: ${(error as Error).message}`, { cause: error });
   }
   return {
     test: (doc) => query.test(doc),

@@ -1,0 +1,59 @@
+/**
+ * Plain-text logs people can read and tools can parse: one line per event,
+ * `time LEVEL [component] message key=value ...`, on stderr.
+ * Hand-written: structured JSON loggers need a second tool to be readable, and
+ * the server logs little enough that speed is not the concern.
+ */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
+const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
+
+export interface Logger {
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+  child(component: string): Logger;
+}
+
+function parseLevel(value: string | undefined): LogLevel {
+  return value !== undefined && value in RANK ? (value as LogLevel) : 'info';
+}
+
+let threshold = RANK[parseLevel(typeof process === 'undefined' ? undefined : process.env.PERSEID_LOG_LEVEL)];
+let sink: (line: string) => void = (line) => process.stderr.write(line + '\n');
+
+export function setLogLevel(level: LogLevel): void {
+  threshold = RANK[level];
+}
+
+/** Redirects log lines (tests capture them; the CLI keeps stderr). */
+export function setLogSink(write: (line: string) => void): void {
+  sink = write;
+}
+
+function formatValue(value: unknown): string {
+  if (value instanceof Error) return JSON.stringify(value.stack ?? value.message);
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  return text !== undefined && /^[\w.:/@+-]+$/.test(text) ? text : JSON.stringify(text ?? String(value));
+}
+
+function write(level: LogLevel, component: string, message: string, fields?: Record<string, unknown>): void {
+  if (RANK[level] < threshold) return;
+  let line = `${new Date().toISOString()} ${level.toUpperCase().padEnd(5)} [${component}] ${message}`;
+  if (fields) {
+    for (const [key, value] of Object.entries(fields)) {
+      if (value !== undefined) line += ` ${key}=${formatValue(value)}`;
+    }
+  }
+  sink(line);
+}
+
+export function createLogger(component: string): Logger {
+  return {
+    debug: (m, f) => write('debug', component, m, f),
+    info: (m, f) => write('info', component, m, f),
+    warn: (m, f) => write('warn', component, m, f),
+    error: (m, f) => write('error', component, m, f),
+    child: (sub) => createLogger(`${component}:${sub}`),
+  };
+}
