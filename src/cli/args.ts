@@ -1,0 +1,79 @@
+/** Command-line parsing shared by every `perseid` command: options, environment fallbacks, help. */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  short?: string;
+  /** The environment variable that sets it when the flag is absent. */
+  env?: string;
+  default?: string | boolean;
+  /** One line for --help. */
+  help: string;
+  /** Placeholder in --help, e.g. `<port>`. */
+  value?: string;
+}
+
+export interface CommandSpec {
+  name: string;
+  summary: string;
+  usage: string;
+  options: Record<string, OptionSpec>;
+  /** Extra paragraphs for --help. */
+  details?: string;
+}
+
+export class UsageError extends Error {}
+
+export function helpText(command: CommandSpec): string {
+  const lines = [`${command.summary}`, '', `Usage: ${command.usage}`, '', 'Options:'];
+  const rows = Object.entries(command.options).map(([name, spec]) => {
+    const flag = `${spec.short ? `-${spec.short}, ` : '    '}--${name}${spec.value ? ` ${spec.value}` : ''}`;
+    const extra = [spec.env ? `env ${spec.env}` : '', spec.default !== undefined && spec.default !== false ? `default ${String(spec.default)}` : '']
+      .filter(Boolean)
+      .join(', ');
+    return [flag, `${spec.help}${extra ? ` (${extra})` : ''}`] as const;
+  });
+  rows.push(['-h, --help', 'Show this help']);
+  const width = Math.max(...rows.map(([flag]) => flag.length)) + 2;
+  for (const [flag, text] of rows) lines.push(`  ${flag.padEnd(width)}${text}`);
+  if (command.details) lines.push('', command.details);
+  return lines.join('\n');
+}
+
+export interface Parsed {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+  help: boolean;
+}
+
+/** Parses argv for `command`; flags win over environment variables, which win over defaults. */
+export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.ProcessEnv = process.env): Parsed {
+  const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
+  for (const [name, spec] of Object.entries(command.options)) {
+    options[name] = spec.short ? { type: spec.type, short: spec.short } : { type: spec.type };
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const values: Record<string, string | boolean | undefined> = {};
+  for (const [name, spec] of Object.entries(command.options)) {
+    let value = parsed.values[name] as string | boolean | undefined;
+    if (value === undefined && spec.env && env[spec.env] !== undefined && env[spec.env] !== '') {
+      const raw = env[spec.env]!;
+      value = spec.type === 'boolean' ? !['0', 'false', 'no', 'off'].includes(raw.toLowerCase()) : raw;
+    }
+    values[name] = value ?? spec.default;
+  }
+  return { values, positionals: parsed.positionals, help: parsed.values.help === true };
+}
+
+export function integerOption(values: Parsed['values'], name: string, min: number, max: number): number | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max} (got ${String(raw)})`);
+  return n;
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+/** The `perseid` command. */
+import { helpText, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { runStart, startCommand } from './start.js';
+
+interface Command {
+  spec: CommandSpec;
+  run(parsed: Parsed): Promise<unknown>;
+}
+
+const commands: Record<string, Command> = {
+  start: { spec: startCommand, run: (parsed) => runStart(parsed) },
+};
+
+function overview(): string {
+  const width = Math.max(...Object.keys(commands).map((n) => n.length)) + 2;
+  return [
+    'perseid: a real-time application server that speaks Meteor\'s DDP protocol.',
+    '',
+    'Usage: perseid <command> [options]',
+    '',
+    'Commands:',
+    ...Object.values(commands).map(({ spec }) => `  ${spec.name.padEnd(width)}${spec.summary}`),
+    '',
+    'Run `perseid <command> --help` for a command\'s options.',
+  ].join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    const topic = name === 'help' ? rest[0] : undefined;
+    const command = topic ? commands[topic] : undefined;
+    process.stdout.write((command ? helpText(command.spec) : overview()) + '\n');
+    return 0;
+  }
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`perseid: unknown command '${name}'\n\n${overview()}\n`);
+    return 2;
+  }
+  let parsed: Parsed;
+  try {
+    parsed = parseCommand(command.spec, rest);
+    if (parsed.help) {
+      process.stdout.write(helpText(command.spec) + '\n');
+      return 0;
+    }
+    await command.run(parsed);
+    return -1; // still running (a server); exit is up to the command
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`perseid ${name}: ${error.message}\n\nRun \`perseid ${name} --help\` for usage.\n`);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exit(code);
+  },
+  (error: unknown) => {
+    process.stderr.write(`perseid: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,62 @@
+/**
+ * A database: a storage driver plus the live queries kept over it. The process
+ * has a default one (what `new Collection(name)` uses), opened from the
+ * environment: `MONGO_URL` for MongoDB, otherwise the embedded store in
+ * `PERSEID_DATA_DIR` (default `.perseid/data`).
+ */
+import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
+import type { StorageDriver } from './driver.js';
+import { openEmbeddedStore } from './embedded/store.js';
+
+export class Database {
+  readonly liveQueries: LiveQueryRegistry;
+
+  constructor(
+    readonly driver: StorageDriver,
+    options: RegistryOptions = {},
+  ) {
+    this.liveQueries = new LiveQueryRegistry(driver, options);
+  }
+
+  async close(): Promise<void> {
+    this.liveQueries.stopAll();
+    await this.driver.close();
+  }
+}
+
+export interface DatabaseOptions extends RegistryOptions {
+  /** Directory of the embedded store (default `PERSEID_DATA_DIR` or `.perseid/data`). */
+  dataDir?: string;
+  /** Acknowledge embedded writes only after fdatasync (survives power loss, not just a crash). */
+  fsync?: boolean;
+  /** MongoDB connection string; selects the MongoDB driver. */
+  mongoUrl?: string;
+}
+
+export async function openDatabase(options: DatabaseOptions = {}): Promise<Database> {
+  const mongoUrl = options.mongoUrl ?? process.env.MONGO_URL;
+  if (mongoUrl) {
+    throw new Error('MONGO_URL is set, but this build of Perseid has no MongoDB driver yet; unset it to use the embedded store');
+  }
+  const dir = options.dataDir ?? process.env.PERSEID_DATA_DIR ?? '.perseid/data';
+  const fsync = options.fsync ?? process.env.PERSEID_FSYNC === '1';
+  const store = await openEmbeddedStore({ dir, fsync });
+  return new Database(store, options);
+}
+
+let defaultDatabase: Promise<Database> | undefined;
+
+/** Makes `database` the one collections without an explicit database use. */
+export function setDefaultDatabase(database: Database | Promise<Database>): void {
+  defaultDatabase = Promise.resolve(database);
+}
+
+/** The default database, opened from the environment on first use. */
+export function getDefaultDatabase(): Promise<Database> {
+  return (defaultDatabase ??= openDatabase());
+}
+
+/** Forgets the default database (after closing it), so the next use opens a fresh one. */
+export function clearDefaultDatabase(): void {
+  defaultDatabase = undefined;
+}

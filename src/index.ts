@@ -1,0 +1,19 @@
+/** perseid: the server. */
+export { createServer, PerseidServer, DEFAULT_COMPRESSION, type ServerOptions } from './server/app.js';
+export type { MethodHandler } from './server/method-invocation.js';
+export { MethodInvocation } from './server/method-invocation.js';
+export { Subscription, type PublishHandler } from './server/subscription.js';
+export type { ConnectionHandle } from './server/connection-handle.js';
+export type { PublicationStrategy } from './server/merge-box.js';
+export { Collection, type CollectionOptions, type UpsertResult } from './data/collection.js';
+export { Cursor, type ObserveCallbacks, type ObserveChangesCallbacks } from './data/cursor.js';
+export { Database, openDatabase, setDefaultDatabase, getDefaultDatabase, clearDefaultDatabase, type DatabaseOptions } from './data/database.js';
+export { DuplicateKeyError, type StorageDriver, type CollectionDriver } from './data/driver.js';
+export type { Document, FindOptions, Selector, SortSpecifier, Projection, IndexKeys, IndexOptions } from './data/types.js';
+export type { ChangeSource, ChangeEvent } from './reactive/change-source.js';
+export { EJSON, type EJSONCustomType } from './ddp/ejson.js';
+export { DDPError } from './ddp/errors.js';
+export { ObjectID } from './ddp/object-id.js';
+export { Random } from './ddp/random.js';
+export { metrics } from './metrics/registry.js';
+export { createLogger, setLogLevel, type Logger, type LogLevel } from './log.js';

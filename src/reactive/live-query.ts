@@ -1,0 +1,456 @@
+/**
+ * One live query: the current result of a query, kept up to date from change
+ * events and shared by every observer of that query (DDP notes §4.3).
+ *
+ * Strategies, chosen from the query's shape:
+ * - `set`: no limit or skip. Inserts and updates are matched against the event's
+ *   document; deletes need nothing. No database read after the first.
+ * - `window`: sort with limit and/or skip. Keeps the sorted first
+ *   `skip + limit + buffer` matches; a document leaving the window is replaced
+ *   from the buffer, and only an exhausted buffer costs a re-query.
+ * - `requery`: shapes a single document cannot decide (`$where`, `$near`, limit
+ *   without sort, ...) re-run the query, throttled, and diff.
+ */
+import type { CollectionDriver } from '../data/driver.js';
+import type { Document, QuerySpec } from '../data/types.js';
+import { idStringify } from '../ddp/ids.js';
+import type { Logger } from '../log.js';
+import { liveQueryMetrics } from '../metrics/live-queries.js';
+import { compileProjection, type Projector } from '../query/projection.js';
+import { compileSelector, type Matcher } from '../query/selector.js';
+import { compileStableSort, type Comparator } from '../query/sort.js';
+import type { ChangeEvent } from './change-source.js';
+import { DocChange, ResultEntry, diffFields, type Fields } from './doc-change.js';
+
+export interface LiveQueryObserver {
+  /** Called by `attach` just before the initial replay: from here on the observer reflects this query. */
+  attached?(query: LiveQuery): void;
+  onChange(change: DocChange): void;
+}
+
+export type Strategy = 'set' | 'window' | 'requery';
+
+export interface LiveQueryOptions {
+  /** Minimum time between two re-runs of a `requery` live query. */
+  requeryThrottleMs: number;
+  /** Extra sorted documents a `window` live query keeps beyond skip + limit. */
+  windowBuffer: number;
+  /** Reads one document after change `seq`; reads of the same document for the same change are shared. */
+  fetchDocument(id: unknown, seq: number): Promise<Document | undefined>;
+  log: Logger;
+}
+
+function chooseStrategy(spec: QuerySpec, matcher: Matcher): { strategy: Strategy; reason: string } {
+  if (!matcher.incremental) return { strategy: 'requery', reason: 'the selector needs the whole query re-run ($where, $near, $text or $expr)' };
+  if ((spec.limit || spec.skip) && !spec.sort) return { strategy: 'requery', reason: 'limit or skip without sort has no stable window' };
+  if (spec.limit || spec.skip) return { strategy: 'window', reason: 'sorted window kept from change events with a buffer' };
+  return { strategy: 'set', reason: 'matched from change events' };
+}
+
+export class LiveQuery {
+  readonly strategy: Strategy;
+  readonly reason: string;
+  readonly collection: string;
+  private readonly matcher: Matcher;
+  private readonly projector: Projector;
+  private readonly comparator: Comparator | undefined;
+
+  private state: 'loading' | 'ready' | 'failed' | 'stopped' = 'loading';
+  /** What observers see: published documents by DDP id. */
+  private readonly published = new Map<string, ResultEntry>();
+  /** `window` only: the sorted first matches (published ones and the buffer), and whether that is all of them. */
+  private ordered: ResultEntry[] = [];
+  private readonly inOrdered = new Map<string, ResultEntry>();
+  private complete = true;
+
+  private observers: LiveQueryObserver[] = [];
+  /** Events that arrived while loading or while asynchronous work was under way, applied in order after it. */
+  private queue: ChangeEvent[] = [];
+  private busy = false;
+  private requeryWanted = false;
+  private requeryTimer: NodeJS.Timeout | undefined;
+  private lastRequeryAt = 0;
+  /** Every event or re-query request takes a ticket; `settled` waits for the tickets issued before it. */
+  private ticket = 0;
+  private doneTicket = 0;
+  private settleWaiters: Array<{ target: number; resolve: () => void }> = [];
+  readonly ready: Promise<void>;
+
+  constructor(
+    readonly key: string,
+    readonly spec: QuerySpec,
+    private readonly driver: CollectionDriver,
+    private readonly options: LiveQueryOptions,
+  ) {
+    this.collection = spec.collection;
+    this.matcher = compileSelector(spec.selector);
+    this.projector = compileProjection(spec.projection);
+    this.comparator = spec.sort ? compileStableSort(spec.sort) : undefined;
+    ({ strategy: this.strategy, reason: this.reason } = chooseStrategy(spec, this.matcher));
+    this.ready = this.load();
+    // Whoever attaches awaits `ready` and sees the error; this only keeps it from being reported as unhandled.
+    this.ready.catch(() => undefined);
+  }
+
+  get size(): number {
+    return this.published.size;
+  }
+
+  get observerCount(): number {
+    return this.observers.length;
+  }
+
+  has(key: string): boolean {
+    return this.published.has(key);
+  }
+
+  /** Published fields of a document, for merge boxes that combine several queries. */
+  fields(key: string): Fields | undefined {
+    return this.published.get(key)?.fields;
+  }
+
+  forEach(callback: (entry: ResultEntry) => void): void {
+    for (const entry of this.published.values()) callback(entry);
+  }
+
+  /** Replays the current result to `observer` as additions, then keeps it informed. Call once ready. */
+  attach(observer: LiveQueryObserver): void {
+    if (this.state !== 'ready') throw new Error(`Live query is ${this.state}`);
+    observer.attached?.(this);
+    for (const entry of this.published.values()) observer.onChange(DocChange.added(this.collection, entry));
+    this.observers = [...this.observers, observer];
+  }
+
+  /** Returns how many observers remain. */
+  detach(observer: LiveQueryObserver): number {
+    // Copy on write: a change being delivered keeps iterating the old list.
+    this.observers = this.observers.filter((o) => o !== observer);
+    return this.observers.length;
+  }
+
+  stop(): void {
+    this.state = 'stopped';
+    clearTimeout(this.requeryTimer);
+    this.queue = [];
+    this.observers = [];
+    this.releaseSettled(Infinity);
+  }
+
+  /**
+   * Undefined when every change delivered so far has been applied; otherwise a
+   * promise for that moment. Write fences wait on this.
+   */
+  settled(): Promise<void> | undefined {
+    if (this.doneTicket >= this.ticket || this.state === 'stopped' || this.state === 'failed') return undefined;
+    const target = this.ticket;
+    return new Promise((resolve) => this.settleWaiters.push({ target, resolve }));
+  }
+
+  onEvent(event: ChangeEvent): void {
+    if (this.state === 'stopped' || this.state === 'failed') return;
+    liveQueryMetrics.changesSeen.inc();
+    const ticket = ++this.ticket;
+    if (this.state === 'loading' || this.busy) {
+      this.queue.push(event);
+      return;
+    }
+    this.apply(event);
+    if (!this.busy && !this.requeryWanted) this.finish(ticket);
+  }
+
+  // ---- loading and re-querying ----
+
+  /** The query a (re)load runs: a window reads its buffer too. */
+  private loadSpec(): QuerySpec {
+    if (this.strategy !== 'window') return this.spec;
+    return { ...this.spec, skip: undefined, limit: this.windowSize() };
+  }
+
+  private windowSize(): number {
+    return (this.spec.skip ?? 0) + (this.spec.limit ?? 0) + this.options.windowBuffer;
+  }
+
+  private async load(): Promise<void> {
+    const spec = this.loadSpec();
+    try {
+      const { docs, position } = await this.driver.find(spec);
+      liveQueryMetrics.docsRead.inc(docs.length);
+      if (this.state === 'stopped') return;
+      this.resetTo(docs, spec.limit);
+      this.state = 'ready';
+      const queued = this.queue;
+      this.queue = [];
+      // Events the query already reflects are skipped; later ones are applied.
+      this.runQueue(position === undefined ? queued : queued.filter((e) => e.seq > position));
+    } catch (error) {
+      this.state = 'failed';
+      this.releaseSettled(Infinity);
+      throw error;
+    }
+  }
+
+  private scheduleRequery(): void {
+    this.requeryWanted = true;
+    if (this.busy || this.requeryTimer) return;
+    const wait = Math.max(0, this.lastRequeryAt + this.options.requeryThrottleMs - Date.now());
+    this.requeryTimer = setTimeout(() => {
+      this.requeryTimer = undefined;
+      void this.requery();
+    }, wait);
+  }
+
+  private async requery(): Promise<void> {
+    if (this.state !== 'ready') return;
+    this.busy = true;
+    this.requeryWanted = false;
+    this.lastRequeryAt = Date.now();
+    const covers = this.ticket;
+    const spec = this.loadSpec();
+    try {
+      const { docs } = await this.driver.find(spec);
+      liveQueryMetrics.docsRead.inc(docs.length);
+      liveQueryMetrics.requeries.inc();
+      if (this.state !== 'ready') return;
+      this.resetTo(docs, spec.limit);
+      this.doneTicket = Math.max(this.doneTicket, covers);
+    } catch (error) {
+      this.options.log.error('live query re-run failed; retrying', { collection: this.collection, error });
+      this.requeryWanted = true;
+    } finally {
+      this.busy = false;
+    }
+    const queued = this.queue;
+    this.queue = [];
+    this.runQueue(queued);
+  }
+
+  /** Applies queued events in order, pausing whenever one starts asynchronous work. */
+  private runQueue(events: ChangeEvent[]): void {
+    for (let i = 0; i < events.length; i++) {
+      if (this.state !== 'ready') return;
+      if (this.busy) {
+        this.queue = events.slice(i).concat(this.queue);
+        return;
+      }
+      this.apply(events[i]!);
+    }
+    if (this.requeryWanted) this.scheduleRequery();
+    else if (!this.busy) this.finish(this.ticket);
+  }
+
+  private finish(ticket: number): void {
+    if (ticket > this.doneTicket) this.doneTicket = ticket;
+    this.releaseSettled(this.doneTicket);
+  }
+
+  private releaseSettled(done: number): void {
+    if (this.settleWaiters.length === 0) return;
+    const waiting = this.settleWaiters;
+    this.settleWaiters = [];
+    for (const waiter of waiting) {
+      if (waiter.target <= done) waiter.resolve();
+      else this.settleWaiters.push(waiter);
+    }
+  }
+
+  // ---- applying changes ----
+
+  private apply(event: ChangeEvent): void {
+    try {
+      if (event.op === 'resync' || this.strategy === 'requery') {
+        this.scheduleRequery();
+        return;
+      }
+      const key = idStringify(event.id);
+      if (event.op === 'remove') {
+        this.applyDocument(key, event.id, undefined);
+      } else if (event.doc) {
+        this.applyDocument(key, event.id, event.doc);
+      } else {
+        this.fetchAndApply(key, event.id, event.seq);
+      }
+    } catch (error) {
+      // A document the compiled query cannot evaluate must not wedge the query: re-read instead.
+      this.options.log.warn('live query could not apply a change; re-running it', { collection: this.collection, error });
+      this.scheduleRequery();
+    }
+  }
+
+  private fetchAndApply(key: string, id: unknown, seq: number): void {
+    this.busy = true;
+    const ticket = this.ticket;
+    this.options
+      .fetchDocument(id, seq)
+      .then(
+        (doc) => {
+          liveQueryMetrics.docsRead.inc(doc ? 1 : 0);
+          if (this.state === 'ready') this.applyDocument(key, id, doc);
+        },
+        (error: unknown) => {
+          this.options.log.warn('fetching a changed document failed; re-running the query', { collection: this.collection, error });
+          this.requeryWanted = true;
+        },
+      )
+      .finally(() => {
+        this.busy = false;
+        const queued = this.queue;
+        this.queue = [];
+        if (queued.length === 0 && !this.requeryWanted) this.finish(ticket);
+        this.runQueue(queued);
+      });
+  }
+
+  private fieldsOf(doc: Document): Fields {
+    const projected = this.projector.apply(doc);
+    delete projected._id;
+    return projected;
+  }
+
+  private applyDocument(key: string, id: unknown, doc: Document | undefined): void {
+    const matches = doc !== undefined && this.matcher.test(doc);
+    if (this.strategy === 'window') {
+      this.applyToWindow(key, id, matches ? doc : undefined);
+      return;
+    }
+    const entry = this.published.get(key);
+    if (matches) {
+      if (entry) this.change(entry, this.fieldsOf(doc));
+      else this.add(new ResultEntry(id, key, this.fieldsOf(doc)));
+    } else if (entry) {
+      this.remove(entry);
+    }
+  }
+
+  private add(entry: ResultEntry): void {
+    this.published.set(entry.key, entry);
+    this.emit(DocChange.added(this.collection, entry));
+  }
+
+  private remove(entry: ResultEntry): void {
+    this.published.delete(entry.key);
+    this.emit(DocChange.removed(this.collection, entry.key, entry.fields));
+  }
+
+  private change(entry: ResultEntry, fields: Fields): void {
+    const change = DocChange.changed(this.collection, entry.key, entry.fields, fields);
+    if (!change) return;
+    entry.fields = fields;
+    entry.addedMessage = undefined;
+    this.emit(change);
+  }
+
+  private emit(change: DocChange): void {
+    liveQueryMetrics.changesPublished.inc();
+    const observers = this.observers;
+    for (let i = 0; i < observers.length; i++) observers[i]!.onChange(change);
+  }
+
+  // ---- the sorted window ----
+
+  private insertionIndex(doc: Document): number {
+    const compare = this.comparator!;
+    let lo = 0;
+    let hi = this.ordered.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compare(this.ordered[mid]!.doc!, doc) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  private applyToWindow(key: string, id: unknown, doc: Document | undefined): void {
+    const before = this.published.get(key)?.fields;
+    const old = this.inOrdered.get(key);
+    if (old) {
+      this.ordered.splice(this.ordered.indexOf(old), 1);
+      this.inOrdered.delete(key);
+    }
+    if (doc) {
+      const at = this.insertionIndex(doc);
+      // Past the end of an incomplete buffer it might not be among the first matches: leave it to a refill.
+      if (at < this.ordered.length || this.complete) {
+        const fields = this.fieldsOf(doc);
+        const entry = old ?? new ResultEntry(id, key, fields);
+        entry.doc = doc;
+        if (old && diffFields(old.fields, fields)) {
+          old.fields = fields;
+          old.addedMessage = undefined;
+        }
+        this.ordered.splice(at, 0, entry);
+        this.inOrdered.set(key, entry);
+      } else {
+        this.complete = false;
+      }
+    }
+    const capacity = this.windowSize();
+    if (this.ordered.length > 2 * capacity) {
+      for (const dropped of this.ordered.splice(capacity)) this.inOrdered.delete(dropped.key);
+      this.complete = false;
+    }
+    this.publishWindow(key, before);
+    const needed = (this.spec.skip ?? 0) + (this.spec.limit ?? Infinity);
+    if (!this.complete && this.ordered.length < needed) this.scheduleRequery();
+  }
+
+  /** Brings `published` in line with the window's slice; `changedKey` is the one document whose fields may differ. */
+  private publishWindow(changedKey?: string, before?: Fields): void {
+    const skip = this.spec.skip ?? 0;
+    const end = this.spec.limit ? skip + this.spec.limit : this.ordered.length;
+    const visible = this.ordered.slice(skip, end);
+    const keep = new Set<string>();
+    for (const entry of visible) keep.add(entry.key);
+    for (const entry of [...this.published.values()]) {
+      if (!keep.has(entry.key)) this.remove(entry.key === changedKey && before ? new ResultEntry(entry.id, entry.key, before) : entry);
+    }
+    for (const entry of visible) {
+      if (!this.published.has(entry.key)) this.add(entry);
+      else if (entry.key === changedKey && before) {
+        const change = DocChange.changed(this.collection, entry.key, before, entry.fields);
+        if (change) this.emit(change);
+      }
+    }
+  }
+
+  /** Replaces the whole result with a fresh query's, emitting only the differences. */
+  private resetTo(docs: Document[], requested: number | undefined): void {
+    if (this.strategy === 'window') {
+      const previous = new Map(this.published);
+      this.ordered = docs.map((doc) => {
+        const key = idStringify(doc._id);
+        const known = this.inOrdered.get(key);
+        const fields = this.fieldsOf(doc);
+        const entry = known && !DocChange.changed(this.collection, key, known.fields, fields) ? known : new ResultEntry(doc._id, key, fields);
+        entry.doc = doc;
+        return entry;
+      });
+      this.inOrdered.clear();
+      for (const entry of this.ordered) this.inOrdered.set(entry.key, entry);
+      this.complete = requested === undefined || docs.length < requested;
+      // Re-publish entry by entry: removals, additions, and changes of documents that stay.
+      const skip = this.spec.skip ?? 0;
+      const end = this.spec.limit ? skip + this.spec.limit : this.ordered.length;
+      const visible = new Map(this.ordered.slice(skip, end).map((e) => [e.key, e] as const));
+      for (const [key, entry] of previous) if (!visible.has(key)) this.remove(entry);
+      for (const [key, entry] of visible) {
+        const old = previous.get(key);
+        if (!old) this.add(entry);
+        else if (old !== entry) {
+          this.published.set(key, entry);
+          const change = DocChange.changed(this.collection, key, old.fields, entry.fields);
+          if (change) this.emit(change);
+        }
+      }
+      return;
+    }
+    const seen = new Set<string>();
+    for (const doc of docs) {
+      const key = idStringify(doc._id);
+      seen.add(key);
+      const entry = this.published.get(key);
+      if (entry) this.change(entry, this.fieldsOf(doc));
+      else this.add(new ResultEntry(doc._id, key, this.fieldsOf(doc)));
+    }
+    for (const entry of [...this.published.values()]) if (!seen.has(entry.key)) this.remove(entry);
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * The multiplexer registry: one live query per distinct query (canonical key),
+ * shared by every observer in the process; one change-source subscription per
+ * collection that has live queries.
+ */
+import type { StorageDriver } from '../data/driver.js';
+import type { Document, QuerySpec } from '../data/types.js';
+import { idStringify } from '../ddp/ids.js';
+import { createLogger, type Logger } from '../log.js';
+import { liveQueryMetrics } from '../metrics/live-queries.js';
+import { queryKey } from '../query/key.js';
+import type { ChangeEvent } from './change-source.js';
+import { LiveQuery, type LiveQueryObserver } from './live-query.js';
+
+export interface ObserveHandle {
+  readonly query: LiveQuery;
+  stop(): void;
+}
+
+export interface RegistryOptions {
+  /** Minimum time between re-runs of a query that cannot be maintained from events (Meteor: 50 ms). */
+  requeryThrottleMs?: number;
+  /** Extra documents a sorted, limited query keeps beyond its window. */
+  windowBuffer?: number;
+}
+
+interface CollectionWatch {
+  readonly queries: Set<LiveQuery>;
+  readonly unwatch: () => void;
+}
+
+export class LiveQueryRegistry {
+  private readonly queries = new Map<string, LiveQuery>();
+  /** Observers attached plus observers still waiting for the query to load, per query. */
+  private readonly holds = new Map<LiveQuery, number>();
+  private readonly collections = new Map<string, CollectionWatch>();
+  private readonly fetches = new Map<string, Promise<Document | undefined>>();
+  private readonly log: Logger;
+
+  constructor(
+    private readonly driver: StorageDriver,
+    private readonly options: RegistryOptions = {},
+  ) {
+    this.log = createLogger('live-query');
+  }
+
+  /** Attaches `observer` to the live query for `spec`, starting one if none runs; resolves after the initial replay. */
+  async observe(spec: QuerySpec, observer: LiveQueryObserver): Promise<ObserveHandle> {
+    const key = queryKey(spec);
+    let query = this.queries.get(key);
+    if (query) liveQueryMetrics.reused.inc();
+    else query = this.start(key, spec);
+    this.holds.set(query, (this.holds.get(query) ?? 0) + 1);
+    try {
+      await query.ready;
+    } catch (error) {
+      this.release(query);
+      throw error;
+    }
+    query.attach(observer);
+    liveQueryMetrics.observers.inc();
+    let stopped = false;
+    const attached = query;
+    return {
+      query,
+      stop: () => {
+        if (stopped) return;
+        stopped = true;
+        liveQueryMetrics.observers.dec();
+        attached.detach(observer);
+        this.release(attached);
+      },
+    };
+  }
+
+  /**
+   * Undefined when every live query of `collection` has applied the write with
+   * this token; otherwise a promise for that moment (what write fences wait on).
+   */
+  settled(collection: string, token: unknown): Promise<void> | undefined {
+    const delivered = this.driver.changes.delivered(token);
+    if (typeof delivered === 'number') return this.collectionSettled(collection);
+    return delivered.then(() => this.collectionSettled(collection));
+  }
+
+  /** Live queries running now, for metrics and diagnostics. */
+  list(): LiveQuery[] {
+    return [...this.queries.values()];
+  }
+
+  stopAll(): void {
+    for (const query of [...this.queries.values()]) this.drop(query);
+  }
+
+  private collectionSettled(collection: string): Promise<void> | undefined {
+    const watch = this.collections.get(collection);
+    if (!watch) return undefined;
+    let waits: Array<Promise<void>> | undefined;
+    for (const query of watch.queries) {
+      const settled = query.settled();
+      if (settled) (waits ??= []).push(settled);
+    }
+    return waits && Promise.all(waits).then(() => undefined);
+  }
+
+  private start(key: string, spec: QuerySpec): LiveQuery {
+    const collection = this.driver.collection(spec.collection);
+    const query = new LiveQuery(key, spec, collection, {
+      requeryThrottleMs: this.options.requeryThrottleMs ?? 50,
+      windowBuffer: this.options.windowBuffer ?? Math.max(10, spec.limit ?? 0),
+      fetchDocument: (id, seq) => this.fetch(spec.collection, id, seq),
+      log: this.log,
+    });
+    this.queries.set(key, query);
+    let watch = this.collections.get(spec.collection);
+    if (!watch) {
+      const queries = new Set<LiveQuery>();
+      const unwatch = this.driver.changes.watch(spec.collection, (event: ChangeEvent) => {
+        for (const q of queries) q.onEvent(event);
+      });
+      watch = { queries, unwatch };
+      this.collections.set(spec.collection, watch);
+    }
+    watch.queries.add(query);
+    liveQueryMetrics.created.inc();
+    liveQueryMetrics.active.inc();
+    this.log.debug('live query started', {
+      collection: spec.collection,
+      strategy: query.strategy,
+      why: query.reason,
+      source: this.driver.changes.name,
+      key,
+    });
+    return query;
+  }
+
+  private release(query: LiveQuery): void {
+    const left = (this.holds.get(query) ?? 1) - 1;
+    if (left > 0) this.holds.set(query, left);
+    else this.drop(query);
+  }
+
+  private drop(query: LiveQuery): void {
+    if (this.queries.get(query.key) !== query) return;
+    this.queries.delete(query.key);
+    this.holds.delete(query);
+    query.stop();
+    liveQueryMetrics.stopped.inc();
+    liveQueryMetrics.active.dec();
+    const watch = this.collections.get(query.collection);
+    if (watch) {
+      watch.queries.delete(query);
+      if (watch.queries.size === 0) {
+        watch.unwatch();
+        this.collections.delete(query.collection);
+      }
+    }
+  }
+
+  /** One read per (document, change) however many live queries need it. */
+  private fetch(collection: string, id: unknown, seq: number): Promise<Document | undefined> {
+    const key = `${collection}\u0000${idStringify(id)}\u0000${seq}`;
+    let pending = this.fetches.get(key);
+    if (!pending) {
+      pending = this.driver
+        .collection(collection)
+        .find({ collection, selector: { _id: id } })
+        .then((result) => result.docs[0])
+        .finally(() => this.fetches.delete(key));
+      this.fetches.set(key, pending);
+    }
+    return pending;
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * The scope a method runs in, as seen by the collections it writes to: the fence
+ * that holds back `updated`, and the seeded random stream that gives inserts the
+ * same ids as the client's stub. Carried through awaits by AsyncLocalStorage, so
+ * application code does not pass it around (as in Meteor).
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { RandomStream } from '../ddp/random.js';
+import type { WriteFence } from './write-fence.js';
+
+export interface WriteScope {
+  readonly fence?: WriteFence;
+  readonly randomStream?: RandomStream;
+}
+
+const storage = new AsyncLocalStorage<WriteScope>();
+
+export function runInWriteScope<T>(scope: WriteScope, fn: () => T): T {
+  return storage.run(scope, fn);
+}
+
+export function currentWriteScope(): WriteScope | undefined {
+  return storage.getStore();
+}

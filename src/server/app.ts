@@ -1,0 +1,215 @@
+/**
+ * The application server: methods, publications, and the HTTP server that
+ * carries DDP (WebSocket and SockJS) next to static files and a health check.
+ */
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { createLogger, type Logger } from '../log.js';
+import { TransportEndpoint } from '../transport/endpoint.js';
+import type { CompressionOptions } from '../transport/frames.js';
+import type { DdpSocket } from '../transport/socket.js';
+import type { ConnectionHandle } from './connection-handle.js';
+import { HttpRoutes, type HealthReport } from './http.js';
+import type { PublicationStrategy } from './merge-box.js';
+import type { MethodHandler } from './method-invocation.js';
+import { Session, type SessionServer, type SessionSettings } from './session.js';
+import { sessionMetrics } from './session-metrics.js';
+import type { PublishHandler } from './subscription.js';
+
+export interface ServerOptions {
+  /** Heartbeat ping interval in ms (Meteor: 15000); 0 turns heartbeats off. */
+  heartbeatInterval?: number;
+  /** How long to wait for any message after a ping, in ms (Meteor: 15000). */
+  heartbeatTimeout?: number;
+  /** How long a new socket may take to send `connect`, in ms (Meteor: 45000). */
+  handshakeTimeout?: number;
+  /** permessage-deflate policy, or false to not offer compression at all. */
+  compression?: Partial<CompressionOptions> | false;
+  /** Largest DDP message accepted, in bytes (default 1 MiB); larger ones get an `error` and are dropped. */
+  maxMessageSize?: number;
+  /** Largest WebSocket frame read at all (default 16 MiB); larger ones close the connection with 1009. */
+  maxFrameSize?: number;
+  /** Outgoing bytes a client may leave unread before it is dropped (default 64 MiB). */
+  maxBufferedBytes?: number;
+  /** Directory of static files served over HTTP. */
+  publicDir?: string;
+  logger?: Logger;
+}
+
+export const DEFAULT_COMPRESSION: CompressionOptions = { threshold: 1024, level: 1, memLevel: 8 };
+
+export class PerseidServer implements SessionServer {
+  readonly httpServer: HttpServer;
+  readonly settings: SessionSettings;
+  readonly log: Logger;
+  private readonly methodHandlers = new Map<string, MethodHandler>();
+  private readonly publications = new Map<string, PublishHandler>();
+  private readonly universal: PublishHandler[] = [];
+  private readonly strategies = new Map<string, PublicationStrategy>();
+  private readonly connectionCallbacks: Array<(connection: ConnectionHandle) => void> = [];
+  private readonly sessions = new Set<Session>();
+  private readonly sockets = new Set<DdpSocket>();
+  private readonly transport: TransportEndpoint;
+  private routes: HttpRoutes;
+  private readonly startedAt = Date.now();
+
+  constructor(options: ServerOptions = {}) {
+    this.log = options.logger ?? createLogger('server');
+    const maxMessageSize = options.maxMessageSize ?? 1024 * 1024;
+    this.settings = {
+      heartbeatInterval: options.heartbeatInterval ?? 15000,
+      heartbeatTimeout: options.heartbeatTimeout ?? 15000,
+      handshakeTimeout: options.handshakeTimeout ?? 45000,
+      inboundHighWater: 1000,
+      inboundLimit: 100000,
+      maxMessageSize,
+    };
+    const compression = options.compression === false ? false : { ...DEFAULT_COMPRESSION, ...options.compression };
+    this.transport = new TransportEndpoint(
+      {
+        maxMessageSize,
+        maxFrameSize: Math.max(options.maxFrameSize ?? 16 * 1024 * 1024, maxMessageSize),
+        compression,
+        maxBufferedBytes: options.maxBufferedBytes ?? 64 * 1024 * 1024,
+        sockjsHeartbeatMs: 45000,
+        sockjsDisconnectDelayMs: 60000,
+      },
+      (socket) => this.accept(socket),
+      this.log.child('transport'),
+    );
+    this.routes = new HttpRoutes(options.publicDir, () => this.health());
+    this.httpServer = createHttpServer((req, res) => {
+      res.setHeader('server', 'perseid');
+      if (!this.transport.handleRequest(req, res)) this.routes.handle(req, res);
+    });
+    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
+      if (!this.transport.handleUpgrade(req, socket, head)) {
+        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      }
+    });
+    this.httpServer.on('clientError', (_error, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+      else socket.destroy();
+    });
+  }
+
+  /** Defines methods, Meteor style: `server.methods({ name(...params) { ... } })`. */
+  methods(definitions: Record<string, MethodHandler>): this {
+    for (const [name, handler] of Object.entries(definitions)) {
+      if (typeof handler !== 'function') throw new TypeError(`Method '${name}' must be a function`);
+      if (this.methodHandlers.has(name)) throw new Error(`A method named '${name}' is already defined`);
+      this.methodHandlers.set(name, handler);
+    }
+    return this;
+  }
+
+  /** Defines a publication; `null` as the name makes it universal (every connection gets it). */
+  publish(name: string | null, handler: PublishHandler): this {
+    if (typeof handler !== 'function') throw new TypeError('A publish handler must be a function');
+    if (name === null) {
+      this.universal.push(handler);
+      return this;
+    }
+    if (this.publications.has(name)) throw new Error(`A publication named '${name}' is already defined`);
+    this.publications.set(name, handler);
+    return this;
+  }
+
+  /** Serves the files of `dir` over HTTP (an app's page, scripts, images). */
+  serveStatic(dir: string): this {
+    this.routes = new HttpRoutes(dir, () => this.health());
+    return this;
+  }
+
+  /** How the merge box treats one collection's documents (see PublicationStrategy). */
+  setPublicationStrategy(collection: string, strategy: PublicationStrategy): this {
+    this.strategies.set(collection, strategy);
+    return this;
+  }
+
+  onConnection(callback: (connection: ConnectionHandle) => void): this {
+    this.connectionCallbacks.push(callback);
+    return this;
+  }
+
+  /** Starts listening; resolves with the address. */
+  listen(port = 3000, host = '127.0.0.1'): Promise<{ url: string; port: number; host: string }> {
+    return new Promise((resolve, reject) => {
+      const onError = (error: Error) => reject(error);
+      this.httpServer.once('error', onError);
+      this.httpServer.listen(port, host, () => {
+        this.httpServer.off('error', onError);
+        const address = this.httpServer.address() as AddressInfo;
+        const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+        resolve({ url: `http://${shown}:${address.port}`, port: address.port, host: address.address });
+      });
+    });
+  }
+
+  /** Stops accepting connections and closes every open one. */
+  async close(): Promise<void> {
+    this.transport.close();
+    for (const socket of this.sockets) socket.close(1001, 'Server shutting down');
+    await new Promise<void>((resolve) => {
+      this.httpServer.close(() => resolve());
+      this.httpServer.closeAllConnections();
+    });
+  }
+
+  get sessionCount(): number {
+    return this.sessions.size;
+  }
+
+  health(): HealthReport {
+    return { status: 'ok', sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+  }
+
+  // ---- SessionServer ----
+
+  method(name: string): MethodHandler | undefined {
+    return this.methodHandlers.get(name);
+  }
+
+  publication(name: string): PublishHandler | undefined {
+    return this.publications.get(name);
+  }
+
+  universalPublications(): readonly PublishHandler[] {
+    return this.universal;
+  }
+
+  strategyOf(collection: string): PublicationStrategy {
+    return this.strategies.get(collection) ?? 'SERVER_MERGE';
+  }
+
+  sessionOpened(session: Session): void {
+    this.sessions.add(session);
+    sessionMetrics.sessions.set(this.sessions.size);
+    sessionMetrics.sessionsOpened.inc();
+    this.log.debug('session opened', { session: session.id, transport: session.socket.transport, version: session.version });
+    for (const callback of this.connectionCallbacks) {
+      try {
+        callback(session.connection);
+      } catch (error) {
+        this.log.error('onConnection callback failed', { error });
+      }
+    }
+  }
+
+  sessionClosed(session: Session): void {
+    this.sessions.delete(session);
+    sessionMetrics.sessions.set(this.sessions.size);
+    this.log.debug('session closed', { session: session.id });
+  }
+
+  private accept(socket: DdpSocket): void {
+    this.sockets.add(socket);
+    const session = new Session(socket, this);
+    session.connection.onClose(() => this.sockets.delete(socket));
+  }
+}
+
+export function createServer(options: ServerOptions = {}): PerseidServer {
+  return new PerseidServer(options);
+}

@@ -1,0 +1,11 @@
+/** What sessions count. */
+import { metrics } from '../metrics/registry.js';
+
+export const sessionMetrics = {
+  sockets: metrics.gauge('perseid_sockets_open', 'Client connections open now (before and after the DDP handshake)'),
+  sessions: metrics.gauge('perseid_sessions', 'DDP sessions open now'),
+  sessionsOpened: metrics.counter('perseid_sessions_opened_total', 'DDP sessions opened'),
+  messagesIn: metrics.counter('perseid_messages_received_total', 'DDP messages received'),
+  methods: metrics.counter('perseid_method_calls_total', 'Method calls received'),
+  subscriptions: metrics.counter('perseid_subscriptions_total', 'Subscriptions started'),
+};

@@ -1,0 +1,301 @@
+/**
+ * One subscription of one connection: `this` inside a publish function.
+ * A publish function returns a cursor or an array of cursors (each a live query
+ * shared with every other subscriber), or publishes by hand with
+ * added/changed/removed/ready.
+ */
+import { Cursor } from '../data/cursor.js';
+import { clone } from '../ddp/ejson.js';
+import { toClientError } from '../ddp/errors.js';
+import { idStringify } from '../ddp/ids.js';
+import type { ServerMessage } from '../ddp/messages.js';
+import type { Logger } from '../log.js';
+import type { DocChange, Fields } from '../reactive/doc-change.js';
+import type { LiveQuery, LiveQueryObserver } from '../reactive/live-query.js';
+import type { ObserveHandle } from '../reactive/registry.js';
+import type { ConnectionHandle } from './connection-handle.js';
+import type { Holder, MergeBox } from './merge-box.js';
+
+export type PublishHandler = (this: Subscription, ...params: unknown[]) => unknown;
+
+/** What a subscription needs from its session. */
+export interface SubscriptionHost {
+  readonly mergeBox: MergeBox;
+  readonly connection: ConnectionHandle;
+  readonly userId: string | null;
+  readonly log: Logger;
+  send(message: ServerMessage): void;
+  subscriptionStopped(subscription: Subscription): void;
+}
+
+/** One cursor's documents, read from its live query (no copy is kept). */
+class CursorHolder implements Holder, LiveQueryObserver {
+  query: LiveQuery | undefined;
+
+  constructor(
+    private readonly mergeBox: MergeBox,
+    readonly collection: string,
+  ) {}
+
+  attached(query: LiveQuery): void {
+    this.query = query;
+  }
+
+  has(key: string): boolean {
+    return this.query !== undefined && this.query.has(key);
+  }
+
+  fields(key: string): Fields | undefined {
+    return this.query?.fields(key);
+  }
+
+  onChange(change: DocChange): void {
+    const shared = () => change.message();
+    if (change.kind === 'added') this.mergeBox.added(this.collection, this, change.key, change.after!, shared);
+    else if (change.kind === 'changed') this.mergeBox.changed(this.collection, this, change.key, change.before!, change.after!, shared);
+    else this.mergeBox.removed(this.collection, this, change.key, change.before!, shared);
+  }
+
+  forEach(callback: (key: string, fields: Fields) => void): void {
+    this.query?.forEach((entry) => callback(entry.key, entry.fields));
+  }
+}
+
+/** Documents published by hand into one collection; unless history is off, kept to merge and to remove on stop. */
+class ManualHolder implements Holder {
+  readonly docs = new Map<string, Fields>();
+
+  constructor(readonly tracked: boolean) {}
+
+  has(key: string): boolean {
+    return this.docs.has(key);
+  }
+
+  fields(key: string): Fields | undefined {
+    return this.docs.get(key);
+  }
+
+  forEach(callback: (key: string, fields: Fields) => void): void {
+    for (const [key, fields] of this.docs) callback(key, fields);
+  }
+}
+
+function withoutId(fields: Fields | undefined): Fields {
+  const copy = clone(fields ?? {});
+  delete copy._id;
+  return copy;
+}
+
+export class Subscription {
+  private readonly cursorHolders: CursorHolder[] = [];
+  private readonly handles: ObserveHandle[] = [];
+  private readonly manual = new Map<string, ManualHolder>();
+  private readonly stopCallbacks: Array<() => unknown> = [];
+  private isReady = false;
+  private stopped = false;
+  private unblockHook: (() => void) | undefined;
+
+  constructor(
+    private readonly host: SubscriptionHost,
+    /** The client's sub id; undefined for universal (unnamed) publications. */
+    readonly id: string | undefined,
+    readonly name: string | null,
+    readonly params: unknown[],
+    private readonly handler: PublishHandler,
+    /** A re-run (after a login) of a subscription whose `ready` the client already has. */
+    readyAlreadySent = false,
+  ) {
+    this.isReady = readyAlreadySent;
+  }
+
+  get handlerFunction(): PublishHandler {
+    return this.handler;
+  }
+
+  get userId(): string | null {
+    return this.host.userId;
+  }
+
+  get connection(): ConnectionHandle {
+    return this.host.connection;
+  }
+
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
+  get readySent(): boolean {
+    return this.isReady;
+  }
+
+  /** Runs the publish function; settles once the initial data has been sent (or the subscription failed). */
+  async run(unblock?: () => void): Promise<void> {
+    this.unblockHook = unblock;
+    let result: unknown;
+    try {
+      result = await this.handler.apply(this, this.params);
+      if (this.stopped) return;
+      const cursors = result instanceof Cursor ? [result] : Array.isArray(result) && result.every((c) => c instanceof Cursor) ? (result as Cursor[]) : undefined;
+      if (cursors && cursors.length > 0) {
+        await this.publishCursors(cursors);
+        this.ready();
+      } else if (result !== undefined && result !== null && !(Array.isArray(result) && result.length === 0)) {
+        throw new Error('Publish function can only return a Cursor or an array of Cursors');
+      }
+    } catch (error) {
+      this.error(error);
+    }
+  }
+
+  private async publishCursors(cursors: Cursor[]): Promise<void> {
+    const names = new Set(cursors.map((c) => c.collectionName));
+    if (names.size !== cursors.length) {
+      throw new Error(`Publish function returned multiple cursors for collection ${[...names].join(', ')}`);
+    }
+    for (const cursor of cursors) {
+      const holder = new CursorHolder(this.host.mergeBox, cursor.collectionName);
+      this.host.mergeBox.register(cursor.collectionName, holder);
+      this.cursorHolders.push(holder);
+      const handle = await cursor.observeLive(holder);
+      if (this.stopped) {
+        handle.stop();
+        return;
+      }
+      this.handles.push(handle);
+    }
+  }
+
+  // ---- the publication API ----
+
+  added(collection: string, id: unknown, fields?: Fields): void {
+    if (this.stopped) return;
+    const key = idStringify(id);
+    const holder = this.manualHolder(collection);
+    const next = withoutId(fields);
+    if (!holder.tracked) {
+      this.host.send({ msg: 'added', collection, id: key, fields: next });
+      return;
+    }
+    const existing = holder.docs.get(key);
+    if (existing) this.changed(collection, id, next);
+    else {
+      this.host.mergeBox.added(collection, holder, key, next);
+      holder.docs.set(key, next);
+    }
+  }
+
+  /** Fields set to `undefined` are removed from the document. */
+  changed(collection: string, id: unknown, fields: Fields): void {
+    if (this.stopped) return;
+    const key = idStringify(id);
+    const holder = this.manualHolder(collection);
+    const update = withoutId(fields);
+    if (!holder.tracked) {
+      const cleared = Object.keys(fields).filter((name) => fields[name] === undefined);
+      this.host.send({ msg: 'changed', collection, id: key, fields: update, cleared: cleared.length ? cleared : undefined });
+      return;
+    }
+    const before = holder.docs.get(key);
+    if (!before) {
+      this.host.log.warn('changed() for a document this subscription has not added; ignored', { collection, id: key, sub: this.name });
+      return;
+    }
+    const after: Fields = { ...before };
+    for (const name of Object.keys(fields)) {
+      if (fields[name] === undefined) delete after[name];
+      else if (name !== '_id') after[name] = update[name];
+    }
+    holder.docs.set(key, after);
+    this.host.mergeBox.changed(collection, holder, key, before, after);
+  }
+
+  removed(collection: string, id: unknown): void {
+    if (this.stopped) return;
+    const key = idStringify(id);
+    const holder = this.manualHolder(collection);
+    if (!holder.tracked) {
+      this.host.send({ msg: 'removed', collection, id: key });
+      return;
+    }
+    const before = holder.docs.get(key);
+    if (!before) return;
+    holder.docs.delete(key);
+    this.host.mergeBox.removed(collection, holder, key, before);
+  }
+
+  ready(): void {
+    if (this.stopped || this.isReady) return;
+    this.isReady = true;
+    if (this.id !== undefined) this.host.send({ msg: 'ready', subs: [this.id] });
+  }
+
+  /** Stops the subscription with an error the client receives in `nosub`. */
+  error(error: unknown): void {
+    if (this.stopped) return;
+    const { error: clientError, expected } = toClientError(error);
+    if (!expected) this.host.log.error('publication failed', { sub: this.name, error });
+    this.deactivate(true);
+    if (this.id !== undefined) this.host.send({ msg: 'nosub', id: this.id, error: clientError.toJSON() });
+  }
+
+  /** Stops the subscription from the server side. */
+  stop(): void {
+    if (this.stopped) return;
+    this.deactivate(true);
+    if (this.id !== undefined) this.host.send({ msg: 'nosub', id: this.id });
+  }
+
+  onStop(callback: () => unknown): void {
+    if (this.stopped) this.runStopCallback(callback);
+    else this.stopCallbacks.push(callback);
+  }
+
+  /** Lets the connection's next message start before this publication is ready (Meteor 3). */
+  unblock(): void {
+    const hook = this.unblockHook;
+    this.unblockHook = undefined;
+    hook?.();
+  }
+
+  /**
+   * Ends the subscription: its documents are removed from the client (unless
+   * `removeDocuments` is false, as when the connection itself is gone).
+   */
+  deactivate(removeDocuments: boolean): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    const { mergeBox } = this.host;
+    const holders: Array<[string, CursorHolder | ManualHolder]> = [
+      ...this.cursorHolders.map((h) => [h.collection, h] as [string, CursorHolder]),
+      ...this.manual,
+    ];
+    for (const [collection, holder] of holders) {
+      if (removeDocuments && mergeBox.strategy(collection) !== 'NO_MERGE_NO_HISTORY') {
+        holder.forEach((key, fields) => mergeBox.removed(collection, holder, key, fields));
+      }
+      mergeBox.unregister(collection, holder);
+    }
+    for (const handle of this.handles) handle.stop();
+    this.host.subscriptionStopped(this);
+    for (const callback of this.stopCallbacks.splice(0)) this.runStopCallback(callback);
+  }
+
+  private runStopCallback(callback: () => unknown): void {
+    try {
+      const result = callback();
+      if (result instanceof Promise) result.catch((error: unknown) => this.host.log.error('onStop callback failed', { sub: this.name, error }));
+    } catch (error) {
+      this.host.log.error('onStop callback failed', { sub: this.name, error });
+    }
+  }
+
+  private manualHolder(collection: string): ManualHolder {
+    let holder = this.manual.get(collection);
+    if (!holder) {
+      holder = new ManualHolder(this.host.mergeBox.strategy(collection) !== 'NO_MERGE_NO_HISTORY');
+      this.manual.set(collection, holder);
+      this.host.mergeBox.register(collection, holder);
+    }
+    return holder;
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * Once-per-turn output. Connections queue messages during an event-loop turn and
+ * are flushed together in the check phase, one write per connection. Connections
+ * that queued the same messages in the same order (the usual case for a
+ * broadcast) share one joined buffer instead of joining their own.
+ */
+import type { EncodedMessage } from '../ddp/encoded.js';
+import type { FrameVariant } from './frames.js';
+
+export interface Flushable {
+  flush(batches: BatchCache): void;
+}
+
+export class BatchCache {
+  private messages: readonly EncodedMessage[] | undefined;
+  private variant: FrameVariant | undefined;
+  private buffer: Buffer | undefined;
+
+  /** The joined frames of `messages`, reusing the previous result when the batch is the same. */
+  join(messages: readonly EncodedMessage[], variant: FrameVariant, frame: (m: EncodedMessage) => Buffer): Buffer {
+    if (this.buffer && variant === this.variant && this.sameAs(messages)) return this.buffer;
+    const frames = messages.map(frame);
+    this.messages = messages;
+    this.variant = variant;
+    this.buffer = Buffer.concat(frames);
+    return this.buffer;
+  }
+
+  private sameAs(messages: readonly EncodedMessage[]): boolean {
+    const previous = this.messages!;
+    if (previous.length !== messages.length) return false;
+    for (let i = 0; i < messages.length; i++) if (previous[i] !== messages[i]) return false;
+    return true;
+  }
+}
+
+let dirty: Flushable[] = [];
+let scheduled = false;
+
+function flushAll(): void {
+  scheduled = false;
+  const batch = dirty;
+  dirty = [];
+  const cache = new BatchCache();
+  for (let i = 0; i < batch.length; i++) batch[i]!.flush(cache);
+}
+
+/** Asks for `target.flush` at the end of this event-loop turn; call once per turn per target. */
+export function scheduleFlush(target: Flushable): void {
+  dirty.push(target);
+  if (!scheduled) {
+    scheduled = true;
+    setImmediate(flushAll);
+  }
+}

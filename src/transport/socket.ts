@@ -1,0 +1,32 @@
+/**
+ * What a session sees of its connection, whatever the transport (raw WebSocket,
+ * SockJS over WebSocket, SockJS polling): text messages in, encoded messages out.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { EncodedMessage } from '../ddp/encoded.js';
+
+export interface SocketHandlers {
+  /** One DDP message (a JSON text) from the client. */
+  message(text: string): void;
+  /** A message larger than the configured limit arrived and was dropped unread. */
+  oversize(bytes: number): void;
+  close(): void;
+}
+
+export interface DdpSocket {
+  /** `websocket`, `sockjs-websocket` or `sockjs-<polling transport>`. */
+  readonly transport: string;
+  readonly remoteAddress: string | undefined;
+  readonly remotePort: number | undefined;
+  readonly headers: IncomingHttpHeaders;
+  /** Bytes accepted for sending and not yet handed to the kernel. */
+  readonly bufferedBytes: number;
+  setHandlers(handlers: SocketHandlers): void;
+  /** Queues a message; queued messages go out together at the end of the event-loop turn. */
+  send(message: EncodedMessage): void;
+  /** Sends what is queued, then closes. */
+  close(code?: number, reason?: string): void;
+  /** Inbound flow control: stop / restart reading from the client (no-op where the transport cannot). */
+  pause(): void;
+  resume(): void;
+}
