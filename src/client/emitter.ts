@@ -1,0 +1,64 @@
+/**
+ * A tiny typed event emitter. Node's EventEmitter is not available in browsers,
+ * and the client needs little more than "add a listener, get a way to remove it".
+ */
+
+export type Listener<A extends unknown[]> = (...args: A) => void;
+
+/** The listeners of one event. */
+export class ListenerSet<A extends unknown[]> {
+  private readonly listeners = new Set<Listener<A>>();
+
+  /** Adds a listener; returns a function that removes it. */
+  add(listener: Listener<A>): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  /**
+   * Calls every listener. A listener that throws is reported the way a DOM event
+   * handler's error is (asynchronously, as an uncaught error) so that it cannot
+   * leave the client half-way through a state change.
+   */
+  notify(...args: A): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(...args);
+      } catch (error) {
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
+  }
+
+  clear(): void {
+    this.listeners.clear();
+  }
+}
+
+/** Named events, each with its own argument list: `Emitter<{ ready: [id: string] }>`. */
+export class Emitter<Events extends Record<keyof Events, unknown[]>> {
+  private readonly sets: { [K in keyof Events]?: ListenerSet<Events[K]> } = {};
+
+  /** Adds a listener; returns a function that removes it. */
+  on<K extends keyof Events>(event: K, listener: Listener<Events[K]>): () => void {
+    const set = (this.sets[event] ??= new ListenerSet<Events[K]>());
+    return set.add(listener);
+  }
+
+  /** Like {@link on}, for the next occurrence only. */
+  once<K extends keyof Events>(event: K, listener: Listener<Events[K]>): () => void {
+    const off = this.on(event, (...args) => {
+      off();
+      listener(...args);
+    });
+    return off;
+  }
+
+  protected emit<K extends keyof Events>(event: K, ...args: Events[K]): void {
+    this.sets[event]?.notify(...args);
+  }
+}
