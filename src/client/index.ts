@@ -1,0 +1,27 @@
+/**
+ * perseid/client: the DDP client for browsers (and, through node.ts, for Node).
+ * Everything reachable from here must run in a browser: no Node built-ins or
+ * globals, and nothing from the server side of the package.
+ */
+export { DDPClient } from './client.js';
+export type { ClientEvents, ClientStatus, DDPClientOptions, DisconnectInfo } from './client.js';
+export type { MethodOptions } from './methods.js';
+export type { Subscription } from './subscriptions.js';
+export type { ClientCollection } from './store.js';
+export type { Document, DocumentChange, Fields } from './documents.js';
+export { METEOR_BACKOFF, retryDelay } from './backoff.js';
+export type { BackoffOptions } from './backoff.js';
+export type { WebSocketConstructor, WebSocketLike } from './connection.js';
+export { toWebSocketUrl } from './url.js';
+
+// The parts of the codec an application needs next to the client: errors it
+// receives, EJSON values and ids in documents, and seeded streams to predict the
+// ids a method with a `randomSeed` will insert.
+export { DDPError } from '../ddp/errors.js';
+export type { SerializedError } from '../ddp/errors.js';
+export { EJSON } from '../ddp/ejson.js';
+export type { EJSONCustomType } from '../ddp/ejson.js';
+export { ObjectID } from '../ddp/object-id.js';
+export { idParse, idStringify } from '../ddp/ids.js';
+export { Random, RandomStream, collectionIdSequence } from '../ddp/random.js';
+export type { ServerMessage } from '../ddp/messages.js';
