@@ -1,0 +1,619 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  DDPClient,
+  DDPError,
+  METEOR_BACKOFF,
+  ObjectID,
+  retryDelay,
+  toWebSocketUrl,
+  type ClientEvents,
+  type DDPClientOptions,
+  type DocumentChange,
+  type ServerMessage,
+} from '../src/client/node.js';
+
+type Json = Record<string, unknown>;
+
+/** Guards every wait in this file, so that a broken client fails a test instead of hanging it. */
+const WAIT_LIMIT = 4000;
+
+function withLimit<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Timed out waiting for ${what}`)), WAIT_LIMIT);
+  });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
+/** One client connection, as the scripted peer sees it. */
+class PeerSocket {
+  /** Every message the client sent on this connection. */
+  readonly received: Json[] = [];
+  private readonly unclaimed: Json[] = [];
+  private readonly waiters: { accepts: (message: Json) => boolean; resolve: (message: Json) => void }[] = [];
+  private syncs = 0;
+
+  constructor(
+    readonly ws: WebSocket,
+    readonly path: string,
+  ) {
+    ws.on('message', (data) => {
+      const message = JSON.parse(String(data)) as Json;
+      this.received.push(message);
+      const index = this.waiters.findIndex((waiter) => waiter.accepts(message));
+      if (index === -1) this.unclaimed.push(message);
+      else this.waiters.splice(index, 1)[0]!.resolve(message);
+    });
+  }
+
+  send(message: Json): void {
+    this.ws.send(JSON.stringify(message));
+  }
+
+  /** The next message of type `msg` (or accepted by the predicate); other messages stay for later calls. */
+  next(wanted: string | ((message: Json) => boolean)): Promise<Json> {
+    const accepts = typeof wanted === 'string' ? (message: Json) => message.msg === wanted : wanted;
+    const index = this.unclaimed.findIndex(accepts);
+    if (index !== -1) return Promise.resolve(this.unclaimed.splice(index, 1)[0]!);
+    const waiting = new Promise<Json>((resolve) => this.waiters.push({ accepts, resolve }));
+    return withLimit(waiting, `a client message (${String(wanted)})`);
+  }
+
+  /** Answers `connect`; returns it. */
+  async handshake(session = 'session-1'): Promise<Json> {
+    const connect = await this.next('connect');
+    this.send({ msg: 'connected', session });
+    return connect;
+  }
+
+  /** Resolves once the client has processed everything sent before: it answers pings in order. */
+  async sync(): Promise<void> {
+    const id = `sync-${++this.syncs}`;
+    this.send({ msg: 'ping', id });
+    await this.next((message) => message.msg === 'pong' && message.id === id);
+  }
+
+  /** Drops the connection without a closing handshake. */
+  drop(): void {
+    this.ws.terminate();
+  }
+}
+
+/** A scripted DDP server on a real socket: each test plays the server's part by hand. */
+class Peer {
+  private readonly sockets: PeerSocket[] = [];
+  private readonly waiting: ((socket: PeerSocket) => void)[] = [];
+
+  private constructor(private readonly server: WebSocketServer) {
+    server.on('connection', (ws, request) => {
+      const socket = new PeerSocket(ws, request.url ?? '');
+      const waiter = this.waiting.shift();
+      if (waiter) waiter(socket);
+      else this.sockets.push(socket);
+    });
+  }
+
+  static async start(port = 0): Promise<Peer> {
+    const server = new WebSocketServer({ host: '127.0.0.1', port });
+    await new Promise((resolve) => server.once('listening', resolve));
+    return new Peer(server);
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  get url(): string {
+    return `ws://127.0.0.1:${this.port}/websocket`;
+  }
+
+  /** The next connection a client opens. */
+  connection(): Promise<PeerSocket> {
+    const socket = this.sockets.shift();
+    if (socket) return Promise.resolve(socket);
+    return withLimit(new Promise((resolve) => this.waiting.push(resolve)), 'a connection');
+  }
+
+  async close(): Promise<void> {
+    for (const ws of this.server.clients) ws.terminate();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+/** Retries after 5 ms, then 10, 20, … up to 50 ms: fast, and still a backoff. */
+const FAST_BACKOFF = { minCount: 1, minTimeout: 5, baseTimeout: 5, exponent: 2, maxTimeout: 50, fuzz: 0 };
+
+async function scenario(
+  options: DDPClientOptions,
+  body: (peer: Peer, client: DDPClient) => Promise<void>,
+): Promise<void> {
+  const peer = await Peer.start();
+  const client = new DDPClient(peer.url, { heartbeatInterval: 0, backoff: FAST_BACKOFF, ...options });
+  try {
+    await body(peer, client);
+  } finally {
+    client.disconnect();
+    await peer.close();
+  }
+}
+
+/** A client connected to a fresh peer, and the peer's side of that connection. */
+async function connected(
+  options: DDPClientOptions,
+  body: (socket: PeerSocket, client: DDPClient, peer: Peer) => Promise<void>,
+): Promise<void> {
+  await scenario(options, async (peer, client) => {
+    const socket = await peer.connection();
+    await socket.handshake();
+    await client.connect();
+    await body(socket, client, peer);
+  });
+}
+
+function nextEvent<K extends keyof ClientEvents>(client: DDPClient, event: K): Promise<ClientEvents[K]> {
+  return withLimit(new Promise((resolve) => client.once(event, (...args) => resolve(args))), `the ${event} event`);
+}
+
+/** Tracks whether a promise has settled, without making a rejection unhandled. */
+function track<T>(promise: Promise<T>): { readonly settled: boolean } {
+  const state = { settled: false };
+  promise.then(
+    () => (state.settled = true),
+    () => (state.settled = true),
+  );
+  return state;
+}
+
+function recordChanges(client: DDPClient, collection: string): DocumentChange[] {
+  const changes: DocumentChange[] = [];
+  client.collection(collection).onChange((change) => changes.push(change));
+  return changes;
+}
+
+const summary = (changes: DocumentChange[]): unknown[] =>
+  changes.map((change) =>
+    change.type === 'changed' ? [change.type, change.id, change.fields] : [change.type, change.id],
+  );
+
+describe('client URLs', () => {
+  it('turns site and ws URLs into the WebSocket endpoint', () => {
+    assert.equal(toWebSocketUrl('ws://localhost:3000/websocket'), 'ws://localhost:3000/websocket');
+    assert.equal(toWebSocketUrl('ws://localhost:3000'), 'ws://localhost:3000/websocket');
+    assert.equal(toWebSocketUrl('http://localhost:3000'), 'ws://localhost:3000/websocket');
+    assert.equal(toWebSocketUrl('https://example.com/app/'), 'wss://example.com/app/websocket');
+    assert.equal(toWebSocketUrl('localhost:3000'), 'ws://localhost:3000/websocket');
+    assert.equal(toWebSocketUrl('wss://example.com/ddp?token=1'), 'wss://example.com/ddp?token=1');
+    assert.throws(() => toWebSocketUrl('ftp://example.com'), /Unsupported DDP URL/);
+  });
+});
+
+describe('client reconnect backoff', () => {
+  it("computes Meteor's delays: 10 ms twice, then 1000 ms × 2.2^n with ±25 % fuzz, capped", () => {
+    const middle = () => 0.5;
+    const delays = [0, 1, 2, 3, 4].map((count) => Math.round(retryDelay(count, METEOR_BACKOFF, middle)));
+    assert.deepEqual(delays, [10, 10, 4840, 10648, 23426]);
+    assert.equal(retryDelay(20, METEOR_BACKOFF, middle), 300000);
+    assert.equal(Math.round(retryDelay(2, METEOR_BACKOFF, () => 0)), 3630);
+    assert.ok(retryDelay(2, METEOR_BACKOFF, () => 0.999999) < 4840 * 1.25);
+  });
+});
+
+describe('client handshake', () => {
+  it('connects to /websocket of a site URL, proposing version 1, and ignores a server_id greeting', async () => {
+    const peer = await Peer.start();
+    const client = new DDPClient(`http://127.0.0.1:${peer.port}`, { heartbeatInterval: 0 });
+    try {
+      assert.equal(client.status, 'connecting');
+      const socket = await peer.connection();
+      assert.equal(socket.path, '/websocket');
+      socket.send({ server_id: '0' });
+      const connect = await socket.handshake('abc');
+      assert.deepEqual(connect, { msg: 'connect', version: '1', support: ['1', 'pre2', 'pre1'] });
+      assert.equal(await client.connect(), 'abc');
+      assert.equal(client.status, 'connected');
+      assert.equal(client.sessionId, 'abc');
+    } finally {
+      client.disconnect();
+      await peer.close();
+    }
+    assert.equal(client.status, 'closed');
+    assert.equal(client.sessionId, undefined);
+  });
+
+  it('does nothing until connect() when autoConnect is off', async () => {
+    await scenario({ autoConnect: false }, async (peer, client) => {
+      assert.equal(client.status, 'idle');
+      const session = client.connect();
+      await (await peer.connection()).handshake('later');
+      assert.equal(await session, 'later');
+    });
+  });
+
+  it("reconnects proposing the server's version after `failed`", async () => {
+    await scenario({}, async (peer, client) => {
+      const first = await peer.connection();
+      await first.next('connect');
+      first.send({ msg: 'failed', version: 'pre2' });
+      const second = await peer.connection();
+      const connect = await second.handshake('s2');
+      assert.deepEqual(connect, { msg: 'connect', version: 'pre2', support: ['1', 'pre2', 'pre1'] });
+      assert.equal(await client.connect(), 's2');
+    });
+  });
+
+  it('gives up when the server wants a version the client does not offer', async () => {
+    await scenario({}, async (peer, client) => {
+      const errors: Error[] = [];
+      client.on('error', (error) => errors.push(error));
+      const socket = await peer.connection();
+      await socket.next('connect');
+      socket.send({ msg: 'failed', version: '2' });
+      await assert.rejects(client.connect(), (error: DDPError) => error.error === 'version-mismatch');
+      assert.equal(client.status, 'closed');
+      assert.equal((errors[0] as DDPError | undefined)?.error, 'version-mismatch');
+    });
+  });
+
+  it('abandons an attempt that gets no `connected` in time, and tries again', async () => {
+    await scenario({ connectTimeout: 50 }, async (peer, client) => {
+      await (await peer.connection()).next('connect');
+      const second = await peer.connection();
+      await second.handshake('s2');
+      assert.equal(await client.connect(), 's2');
+    });
+  });
+});
+
+describe('client methods', () => {
+  it('settles a call only once both result and updated arrived, in either order', async () => {
+    await connected({}, async (socket, client) => {
+      const first = client.call('first', 1, { at: new Date(0) });
+      const firstState = track(first);
+      const method = await socket.next('method');
+      assert.deepEqual(method, { msg: 'method', id: '1', method: 'first', params: [1, { at: { $date: 0 } }] });
+      socket.send({ msg: 'result', id: '1', result: { at: { $date: 5 } } });
+      await socket.sync();
+      assert.equal(firstState.settled, false);
+      socket.send({ msg: 'updated', methods: ['1'] });
+      assert.deepEqual(await first, { at: new Date(5) });
+
+      const second = client.call('second');
+      const secondState = track(second);
+      assert.equal((await socket.next('method')).id, '2');
+      socket.send({ msg: 'updated', methods: ['2'] });
+      await socket.sync();
+      assert.equal(secondState.settled, false);
+      socket.send({ msg: 'result', id: '2' });
+      assert.equal(await second, undefined);
+    });
+  });
+
+  it("rejects with the server's error as a DDPError", async () => {
+    await connected({}, async (socket, client) => {
+      const call = client.call('guarded');
+      await socket.next('method');
+      socket.send({
+        msg: 'result',
+        id: '1',
+        error: {
+          isClientSafe: true,
+          error: 'not-allowed',
+          reason: 'Nope',
+          details: { why: 1 },
+          message: 'Nope [not-allowed]',
+          errorType: 'Meteor.Error',
+        },
+      });
+      socket.send({ msg: 'updated', methods: ['1'] });
+      await assert.rejects(call, (error) => {
+        assert.ok(error instanceof DDPError);
+        assert.equal(error.error, 'not-allowed');
+        assert.equal(error.reason, 'Nope');
+        assert.deepEqual(error.details, { why: 1 });
+        assert.equal(error.message, 'Nope [not-allowed]');
+        return true;
+      });
+    });
+  });
+
+  it('sends the randomSeed a caller passes', async () => {
+    await connected({}, async (socket, client) => {
+      const call = client.apply('insertTask', [{ title: 'a' }], { randomSeed: '0123456789abcdef0123' });
+      const method = await socket.next('method');
+      assert.equal(method.randomSeed, '0123456789abcdef0123');
+      socket.send({ msg: 'updated', methods: ['1'] });
+      socket.send({ msg: 'result', id: '1', result: 'ok' });
+      assert.equal(await call, 'ok');
+    });
+  });
+
+  it('re-sends unanswered calls after a reconnect, fails noRetry ones, and completes half-answered ones', async () => {
+    await connected({}, async (first, client, peer) => {
+      const unanswered = client.call('unanswered', 1);
+      const once = client.apply('once', [], { noRetry: true });
+      const half = client.call('half');
+      for (let i = 0; i < 3; i++) await first.next('method');
+      first.send({ msg: 'result', id: '3', result: 'half done' });
+      await first.sync();
+      const disconnected = nextEvent(client, 'disconnected');
+      first.drop();
+      const [info] = await disconnected;
+      assert.equal(info.willReconnect, true);
+      await assert.rejects(once, (error: DDPError) => error.error === 'invocation-failed');
+      const queued = client.call('queued');
+
+      const second = await peer.connection();
+      await second.handshake('session-2');
+      const resent = await second.next('method');
+      assert.deepEqual(resent, { msg: 'method', id: '1', method: 'unanswered', params: [1] });
+      assert.equal((await second.next('method')).id, '4');
+      await second.sync();
+      assert.deepEqual(
+        second.received.filter((message) => message.msg === 'method').map((message) => message.id),
+        ['1', '4'],
+      );
+      const halfState = track(half);
+      second.send({ msg: 'result', id: '1', result: 'one' });
+      second.send({ msg: 'result', id: '4', result: 'four' });
+      second.send({ msg: 'updated', methods: ['4'] });
+      await second.sync();
+      // The half-answered call waits until the new session's data is in (here: call 1's writes).
+      assert.equal(halfState.settled, false);
+      second.send({ msg: 'updated', methods: ['1'] });
+      assert.equal(await unanswered, 'one');
+      assert.equal(await queued, 'four');
+      assert.equal(await half, 'half done');
+    });
+  });
+
+  it('fails outstanding calls on disconnect(), and calls made while closed', async () => {
+    await connected({}, async (socket, client) => {
+      const call = client.call('slow');
+      await socket.next('method');
+      client.disconnect();
+      await assert.rejects(call, (error: DDPError) => error.error === 'disconnected');
+      await assert.rejects(client.call('late'), (error: DDPError) => error.error === 'disconnected');
+    });
+  });
+});
+
+describe('client subscriptions', () => {
+  it('sends subscriptions made before connecting, is ready after the data, and unsubscribes on stop', async () => {
+    await scenario({}, async (peer, client) => {
+      const tasks = client.subscribe('tasks', 'open', { limit: 2 });
+      const socket = await peer.connection();
+      await socket.handshake();
+      const sub = await socket.next('sub');
+      assert.deepEqual(sub, { msg: 'sub', id: tasks.id, name: 'tasks', params: ['open', { limit: 2 }] });
+      socket.send({ msg: 'added', collection: 'tasks', id: 'a', fields: { title: 'A' } });
+      socket.send({ msg: 'ready', subs: [tasks.id] });
+      await tasks.ready;
+      assert.equal(tasks.isReady, true);
+      assert.equal(client.collection('tasks').size, 1);
+
+      const stops: unknown[] = [];
+      tasks.onStop((error) => stops.push(error));
+      tasks.stop();
+      assert.deepEqual(await socket.next('unsub'), { msg: 'unsub', id: tasks.id });
+      assert.deepEqual(stops, [undefined]);
+      assert.equal(tasks.isStopped, true);
+      // The server's nosub for it is expected and changes nothing.
+      socket.send({ msg: 'nosub', id: tasks.id });
+      await socket.sync();
+      assert.deepEqual(stops, [undefined]);
+    });
+  });
+
+  it("rejects ready with the server's error when nosub comes first, and reports nosub after ready", async () => {
+    await connected({}, async (socket, client) => {
+      const secret = client.subscribe('secret');
+      const open = client.subscribe('open');
+      const secretStops: (DDPError | undefined)[] = [];
+      const openStops: (DDPError | undefined)[] = [];
+      secret.onStop((error) => secretStops.push(error));
+      open.onStop((error) => openStops.push(error));
+      await socket.next('sub');
+      await socket.next('sub');
+      const error = {
+        isClientSafe: true,
+        error: 403,
+        reason: 'Forbidden',
+        message: 'Forbidden [403]',
+        errorType: 'Meteor.Error',
+      };
+      socket.send({ msg: 'nosub', id: secret.id, error });
+      socket.send({ msg: 'ready', subs: [open.id] });
+      await assert.rejects(secret.ready, (rejection) => rejection instanceof DDPError && rejection.error === 403);
+      await open.ready;
+      assert.equal(secretStops[0]?.reason, 'Forbidden');
+      assert.equal(secret.isStopped, true);
+
+      socket.send({ msg: 'nosub', id: open.id });
+      await socket.sync();
+      assert.deepEqual(openStops, [undefined]);
+      let late: unknown = 'not called';
+      open.onStop((stopError) => (late = stopError));
+      assert.equal(late, undefined);
+    });
+  });
+});
+
+describe('client local store', () => {
+  it("merges added, changed and removed with Meteor's tolerance, clearing fields", async () => {
+    await connected({}, async (socket, client) => {
+      const changes = recordChanges(client, 'tasks');
+      const messages: ServerMessage[] = [];
+      client.on('message', (message) => messages.push(message));
+      const send = (message: Json) => socket.send({ collection: 'tasks', ...message });
+      send({ msg: 'added', id: 'a', fields: { title: 'A', done: false, tags: ['x'], at: { $date: 1 } } });
+      send({ msg: 'changed', id: 'a', fields: { done: true }, cleared: ['tags'] });
+      send({ msg: 'changed', id: 'a', fields: { done: true } }); // no change, no event
+      send({ msg: 'added', id: 'a', fields: { title: 'A2' } }); // known: a change
+      send({ msg: 'changed', id: 'b', fields: { title: 'B' } }); // unknown: an add
+      send({ msg: 'removed', id: 'nobody' }); // unknown: ignored
+      send({ msg: 'removed', id: 'b' });
+      send({ msg: 'added', id: '0123456789abcdef01234567', fields: { kind: 'oid' } });
+      send({ msg: 'added', id: '~5', fields: { kind: 'number' } });
+      await socket.sync();
+
+      assert.deepEqual(summary(changes), [
+        ['added', 'a'],
+        ['changed', 'a', { done: true, tags: undefined }],
+        ['changed', 'a', { title: 'A2' }],
+        ['added', 'b'],
+        ['removed', 'b'],
+        ['added', '0123456789abcdef01234567'],
+        ['added', '~5'],
+      ]);
+      const firstChange = changes[1];
+      assert.equal(firstChange?.type, 'changed');
+      assert.deepEqual(firstChange.previous, { _id: 'a', title: 'A', done: false, tags: ['x'], at: new Date(1) });
+
+      interface Task {
+        _id: unknown;
+        title?: string;
+        done?: boolean;
+        kind?: string;
+      }
+      const tasks = client.collection<Task>('tasks');
+      assert.equal(tasks.size, 3);
+      assert.deepEqual(tasks.findOne('a'), { _id: 'a', title: 'A2', done: true, at: new Date(1) });
+      assert.equal(tasks.findOne(5)?.kind, 'number');
+      const oid = tasks.findOne(new ObjectID('0123456789abcdef01234567'));
+      assert.ok(oid?._id instanceof ObjectID);
+      assert.equal(tasks.findOne((doc) => doc.kind === 'oid'), oid);
+      assert.deepEqual(
+        tasks.find((doc) => doc.kind !== undefined).map((doc) => doc.kind),
+        ['oid', 'number'],
+      );
+      assert.equal(messages.filter((message) => message.msg !== 'ping').length, 9);
+    });
+  });
+});
+
+describe('client reconnect', () => {
+  it('keeps retrying, with backoff, while the server is unreachable', async () => {
+    const peer = await Peer.start();
+    const { port } = peer;
+    await peer.close();
+    const client = new DDPClient(`ws://127.0.0.1:${port}`, { heartbeatInterval: 0, backoff: FAST_BACKOFF });
+    const statuses: string[] = [];
+    client.on('status', (status) => statuses.push(status));
+    client.on('error', () => undefined);
+    let revived: Peer | undefined;
+    try {
+      await withLimit(
+        new Promise<void>((resolve) => client.on('status', () => statuses.length >= 4 && resolve())),
+        'retries',
+      );
+      assert.deepEqual(statuses.slice(0, 4), ['waiting', 'connecting', 'waiting', 'connecting']);
+      revived = await Peer.start(port);
+      await (await revived.connection()).handshake('back');
+      assert.equal(await client.connect(), 'back');
+    } finally {
+      client.disconnect();
+      await revived?.close();
+    }
+  });
+
+  it('fails connect() when the connection is lost and autoReconnect is off', async () => {
+    const peer = await Peer.start();
+    const { port } = peer;
+    await peer.close();
+    const client = new DDPClient(`ws://127.0.0.1:${port}`, { autoReconnect: false });
+    client.on('error', () => undefined);
+    await assert.rejects(client.connect(), (error: DDPError) => error.error === 'connection-lost');
+    assert.equal(client.status, 'closed');
+  });
+
+  it('resubscribes and converges: documents not re-sent disappear, unchanged ones cause no events', async () => {
+    await connected({}, async (first, client, peer) => {
+      const tasks = client.subscribe('tasks');
+      const sub = await first.next('sub');
+      for (const [id, n] of [['a', 1], ['b', 2], ['c', 3]] as const) {
+        first.send({ msg: 'added', collection: 'tasks', id, fields: { n } });
+      }
+      first.send({ msg: 'ready', subs: [tasks.id] });
+      await tasks.ready;
+      const collection = client.collection('tasks');
+      const a = collection.findOne('a');
+      const changes = recordChanges(client, 'tasks');
+
+      first.drop();
+      const second = await peer.connection();
+      await second.handshake('session-2');
+      assert.deepEqual(await second.next('sub'), sub);
+      second.send({ msg: 'added', collection: 'tasks', id: 'a', fields: { n: 1 } });
+      second.send({ msg: 'added', collection: 'tasks', id: 'b', fields: { n: 20 } });
+      await second.sync();
+      // Until the subscription is ready again, the old data stays visible.
+      assert.deepEqual(changes, []);
+      assert.deepEqual(
+        collection.find().map((doc) => doc.n),
+        [1, 2, 3],
+      );
+
+      second.send({ msg: 'ready', subs: [tasks.id] });
+      await second.sync();
+      assert.deepEqual(summary(changes), [
+        ['removed', 'c'],
+        ['changed', 'b', { n: 20 }],
+      ]);
+      assert.equal(collection.findOne('a'), a);
+      assert.deepEqual(
+        collection.find().map((doc) => doc.n),
+        [1, 20],
+      );
+      assert.equal(client.sessionId, 'session-2');
+    });
+  });
+});
+
+describe('client heartbeats', () => {
+  it("answers the server's pings, echoing the id", async () => {
+    await connected({}, async (socket) => {
+      socket.send({ msg: 'ping', id: 'x1' });
+      assert.deepEqual(await socket.next('pong'), { msg: 'pong', id: 'x1' });
+      socket.send({ msg: 'ping' });
+      assert.deepEqual(await socket.next('pong'), { msg: 'pong' });
+    });
+  });
+
+  it('pings an idle server and stays connected while it answers', async () => {
+    await connected({ heartbeatInterval: 30, heartbeatTimeout: 2000 }, async (socket, client) => {
+      for (let i = 0; i < 2; i++) {
+        assert.deepEqual(await socket.next('ping'), { msg: 'ping' });
+        socket.send({ msg: 'pong' });
+      }
+      assert.equal(client.status, 'connected');
+    });
+  });
+
+  it('reconnects when the server stops answering', async () => {
+    await connected({ heartbeatInterval: 30, heartbeatTimeout: 30 }, async (socket, client, peer) => {
+      const disconnected = nextEvent(client, 'disconnected');
+      await socket.next('ping');
+      const [info] = await disconnected;
+      assert.deepEqual(info, { reason: 'heartbeat timeout', code: undefined, willReconnect: true });
+      await (await peer.connection()).handshake('session-2');
+      assert.equal(await client.connect(), 'session-2');
+    });
+  });
+});
+
+describe('client browser bundle', () => {
+  it('builds with esbuild for the browser, with no Node built-in in it', () => {
+    const script = fileURLToPath(new URL('../../scripts/build-browser.js', import.meta.url));
+    const build = spawnSync(process.execPath, [script], { encoding: 'utf8' });
+    assert.equal(build.status, 0, build.stderr);
+    const bundle = readFileSync(new URL('../browser/perseid-client.js', import.meta.url), 'utf8');
+    assert.ok(!bundle.includes('node:'), 'the bundle mentions a node: module');
+    assert.match(bundle, /export\s*\{[^}]*\bDDPClient\b/);
+  });
+});
