@@ -1,0 +1,257 @@
+/**
+ * One collection of the embedded store: its documents (id key → immutable
+ * document; the map's order is the natural order), its indexes, the queries
+ * over them and the writes to them. Every state change goes through `apply`,
+ * live and during recovery alike; a write validates everything first (types,
+ * unique keys for the whole batch), then applies and hands the mutations to
+ * its store for logging.
+ */
+import { EJSON } from '../../ddp/ejson.js';
+import { idStringify } from '../../ddp/ids.js';
+import { compileProjection } from '../../query/projection.js';
+import { compileSelector, selectorIds } from '../../query/selector.js';
+import { compileStableSort } from '../../query/sort.js';
+import type { ChangeOp } from '../../reactive/change-source.js';
+import { DuplicateKeyError, type CollectionDriver, type QueryResult, type WriteOutcome } from '../driver.js';
+import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
+import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange } from './indexes.js';
+import { applyModifier, assertValidDocument, buildUpsert, parseModifier } from './modifier.js';
+import type { Mutation } from './records.js';
+import type { CollectionImage } from './snapshot.js';
+import { isOperatorObject } from './values.js';
+
+export interface Entry {
+  mutation: Mutation;
+  /** The change event the mutation makes, if any. */
+  change: ChangeOp | undefined;
+}
+
+/** What a collection needs from its store. */
+export interface CollectionHost {
+  /** The seq of the last change applied in memory. */
+  lastSeq(): number;
+  assertOpen(): void;
+  assertWritable(): void;
+  /** Logs applied mutations; resolves with the write's token once they are durable and dispatched. */
+  commit(entries: readonly Entry[]): Promise<number>;
+}
+
+export class EmbeddedCollection implements CollectionDriver {
+  private readonly docs = new Map<string, Document>();
+  /** Each document's natural position, to order index and id lookups like a scan. */
+  private readonly order = new Map<string, number>();
+  private nextOrder = 0;
+  private readonly indexes: IndexSet;
+
+  constructor(
+    readonly name: string,
+    private readonly host: CollectionHost,
+  ) {
+    this.indexes = new IndexSet(name);
+  }
+
+  get size(): number {
+    return this.docs.size;
+  }
+
+  /** True when the collection does not exist as far as MongoDB semantics go: no documents, no indexes. */
+  get isEmpty(): boolean {
+    return this.docs.size === 0 && this.indexes.size === 0;
+  }
+
+  /** The current contents, for a snapshot: cheap, because stored documents are immutable. */
+  image(): CollectionImage {
+    return { name: this.name, indexes: this.indexes.specs(), docs: [...this.docs.values()] };
+  }
+
+  /**
+   * Applies a mutation to memory and returns the change event it makes. Puts
+   * and removes cannot fail once validated; a createIndex that fails (duplicate
+   * keys) leaves nothing behind.
+   */
+  apply(mutation: Mutation): ChangeOp | undefined {
+    switch (mutation.op) {
+      case 'put': {
+        const id = idStringify(mutation.doc._id);
+        const old = this.docs.get(id);
+        this.indexes.replace(id, old, mutation.doc);
+        this.docs.set(id, mutation.doc); // an existing key keeps its position
+        if (old) return 'update';
+        this.order.set(id, this.nextOrder++);
+        return 'insert';
+      }
+      case 'remove': {
+        const id = idStringify(mutation.id);
+        const old = this.docs.get(id);
+        if (!old) return undefined;
+        this.indexes.replace(id, old, undefined);
+        this.docs.delete(id);
+        this.order.delete(id);
+        return 'remove';
+      }
+      case 'createIndex':
+        this.indexes.install(this.indexes.build(mutation.index, this.docs));
+        return undefined;
+      case 'dropIndex':
+        this.indexes.drop(mutation.name);
+        return undefined;
+      case 'dropCollection':
+        this.docs.clear();
+        this.order.clear();
+        this.indexes.clear();
+        return undefined;
+    }
+  }
+
+  async find(query: QuerySpec): Promise<QueryResult> {
+    this.host.assertOpen();
+    const projection = query.projection && Object.keys(query.projection).length > 0 ? query.projection : undefined;
+    const projector = projection && compileProjection(projection);
+    const docs = this.select(query);
+    // Read synchronously with the position, so the pair is exact.
+    return { docs: projector ? docs.map((doc) => projector.apply(doc)) : docs, position: this.host.lastSeq() };
+  }
+
+  async count(query: QuerySpec): Promise<number> {
+    this.host.assertOpen();
+    return this.select({ ...query, sort: undefined }).length;
+  }
+
+  async insert(doc: Document): Promise<WriteOutcome> {
+    this.host.assertWritable();
+    assertValidDocument(doc);
+    if (doc._id === undefined) throw new Error('A document to insert needs an _id');
+    const stored = EJSON.clone(doc); // the caller keeps its object; the stored one must never change
+    this.checkInsert(stored);
+    return { token: await this.write([this.put(stored)]) };
+  }
+
+  async update(selector: Document, modifier: Document, options: UpdateOptions): Promise<UpdateResult & WriteOutcome> {
+    this.host.assertWritable();
+    const parsed = parseModifier(modifier);
+    if (options.multi && parsed.kind === 'replace') throw new Error('multi update only works with $ operators');
+    const targets = this.matching(selector, options.multi ? Infinity : 1);
+    if (targets.length === 0) {
+      if (!options.upsert) return { numberAffected: 0, token: await this.write([]) };
+      const doc = buildUpsert(selector, parsed, options.insertedId);
+      this.checkInsert(doc);
+      return { numberAffected: 1, insertedId: doc._id, token: await this.write([this.put(doc)]) };
+    }
+    // All new versions are computed and checked before any is applied: a multi update is all or nothing.
+    const changed: IndexedChange[] = [];
+    for (const doc of targets) {
+      const next = applyModifier(doc, parsed, { selector, inserting: false });
+      if (next !== doc) changed.push({ id: idStringify(doc._id), doc: next });
+    }
+    this.indexes.check(changed);
+    const token = await this.write(changed.map(({ doc }) => this.put(doc)));
+    return { numberAffected: targets.length, token };
+  }
+
+  async remove(selector: Document): Promise<{ removed: number } & WriteOutcome> {
+    this.host.assertWritable();
+    const targets = this.matching(selector, Infinity);
+    const token = await this.write(targets.map((doc) => ({ op: 'remove', collection: this.name, id: doc._id })));
+    return { removed: targets.length, token };
+  }
+
+  async createIndex(keys: IndexKeys, options: IndexOptions = {}): Promise<string> {
+    this.host.assertWritable();
+    const spec = indexSpec(keys, options);
+    if (JSON.stringify(spec.keys) === '{"_id":1}' && !spec.sparse && options.name === undefined) {
+      await this.write([]);
+      return ID_INDEX;
+    }
+    if (spec.name === ID_INDEX) throw new Error(`The index name ${ID_INDEX} is reserved for the _id index`);
+    const existing = this.indexes.get(spec.name) ?? this.indexes.withKeys(spec.keys);
+    if (existing && !sameIndex(existing.spec, spec)) {
+      throw new Error(
+        `Cannot create index ${JSON.stringify(spec)}: it conflicts with the existing index ${JSON.stringify(existing.spec)}`,
+      );
+    }
+    await this.write(existing ? [] : [{ op: 'createIndex', collection: this.name, index: spec }]);
+    return spec.name;
+  }
+
+  async dropIndex(name: string): Promise<void> {
+    this.host.assertWritable();
+    if (name === ID_INDEX) throw new Error('cannot drop _id index');
+    if (!this.indexes.get(name)) throw new Error(`index not found with name [${name}] in collection ${this.name}`);
+    await this.write([{ op: 'dropIndex', collection: this.name, name }]);
+  }
+
+  async drop(): Promise<void> {
+    this.host.assertWritable();
+    const removals: Mutation[] = [...this.docs.values()].map((doc) => ({ op: 'remove', collection: this.name, id: doc._id }));
+    await this.write([...removals, { op: 'dropCollection', collection: this.name }]);
+  }
+
+  private put(doc: Document): Mutation {
+    return { op: 'put', collection: this.name, doc };
+  }
+
+  /** Applies validated mutations to memory, then logs them. Even an empty write waits for the current batch. */
+  private write(mutations: readonly Mutation[]): Promise<number> {
+    return this.host.commit(mutations.map((mutation) => ({ mutation, change: this.apply(mutation) })));
+  }
+
+  private checkInsert(doc: Document): void {
+    const id = idStringify(doc._id);
+    if (this.docs.has(id)) throw new DuplicateKeyError(this.name, ID_INDEX, { _id: doc._id });
+    this.indexes.check([{ id, doc }]);
+  }
+
+  /** The first `limit` matching documents in natural order. */
+  private matching(selector: Document, limit: number): Document[] {
+    const matcher = compileSelector(selector);
+    const out: Document[] = [];
+    if (limit <= 0) return out;
+    for (const doc of this.candidates(selector)) {
+      if (matcher.test(doc) && out.push(doc) >= limit) break;
+    }
+    return out;
+  }
+
+  private select(query: QuerySpec): Document[] {
+    const skip = query.skip ?? 0;
+    const limit = query.limit ? query.limit : Infinity; // 0 means no limit, as in MongoDB
+    // Without a sort, the first matches in natural order are the answer.
+    const matches = this.matching(query.selector, query.sort ? Infinity : skip + limit);
+    if (query.sort) matches.sort(compileStableSort(query.sort));
+    return skip === 0 && limit >= matches.length ? matches : matches.slice(skip, skip + limit);
+  }
+
+  /**
+   * The documents that may match, in natural order: those named by `_id`, else
+   * those a single-field index holds for a top-level equality (the smallest
+   * such set), else all. The matcher re-checks every candidate.
+   */
+  private candidates(selector: Document): Iterable<Document> {
+    const ids = this.idCandidates(selector) ?? this.indexCandidates(selector);
+    if (!ids) return this.docs.values();
+    const keys = [...ids].filter((id) => this.docs.has(id));
+    if (keys.length > 1) keys.sort((a, b) => this.order.get(a)! - this.order.get(b)!);
+    return keys.map((id) => this.docs.get(id)!);
+  }
+
+  private idCandidates(selector: Document): Iterable<string> | undefined {
+    const ids = selectorIds(selector);
+    if (!ids) return undefined;
+    try {
+      return new Set(ids.map(idStringify));
+    } catch {
+      return undefined; // a value no document id can have (an object, a RegExp): let the scan decide
+    }
+  }
+
+  private indexCandidates(selector: Document): ReadonlySet<string> | undefined {
+    let best: ReadonlySet<string> | undefined;
+    for (const [field, condition] of Object.entries(selector)) {
+      if (field.startsWith('$')) continue;
+      const value = isOperatorObject(condition) && Object.keys(condition).length === 1 ? condition.$eq : condition;
+      const ids = this.indexes.lookup(field, value);
+      if (ids && (!best || ids.size < best.size)) best = ids;
+    }
+    return best;
+  }
+}

@@ -1,0 +1,202 @@
+/**
+ * The embedded store: the default database, with zero setup. All data lives
+ * in memory (documents are immutable, so reads share them without copying)
+ * and is made persistent by a write-ahead log with group commit, compacted
+ * into snapshots. It is its own change source: the log's records, dispatched
+ * in process once durable.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createLogger } from '../../log.js';
+import type { DocumentChange } from '../../reactive/change-source.js';
+import type { StorageDriver } from '../driver.js';
+import { WriteLogChanges } from './changes.js';
+import { EmbeddedCollection, type CollectionHost, type Entry } from './collection.js';
+import { logFileName } from './files.js';
+import { acquireLock } from './lock.js';
+import { encodeLine } from './records.js';
+import { recover } from './recovery.js';
+import { compactFiles } from './snapshot.js';
+import { WriteAheadLog } from './wal.js';
+
+const log = createLogger('embedded-store');
+const DEFAULT_COMPACT_THRESHOLD_BYTES = 64 * 1024 * 1024;
+
+export interface EmbeddedStoreOptions {
+  /** The data directory; created if missing. */
+  dir: string;
+  /**
+   * fdatasync every batch before acknowledging it, so that acknowledged writes
+   * survive a power loss too. Without it they survive the process crashing.
+   */
+  fsync?: boolean;
+  /** Compact when the log grows past this size and past the last snapshot's. Default 64 MiB. */
+  compactThresholdBytes?: number;
+}
+
+export interface EmbeddedStoreStats {
+  collections: number;
+  documents: number;
+  walBytes: number;
+  lastSeq: number;
+  compactions: number;
+}
+
+/** One group-committed write's share of a log batch. */
+interface BatchPart {
+  events: DocumentChange[];
+  lastSeq: number;
+}
+
+export async function openEmbeddedStore(options: EmbeddedStoreOptions): Promise<EmbeddedStore> {
+  mkdirSync(options.dir, { recursive: true });
+  const release = acquireLock(options.dir, log);
+  try {
+    return new EmbeddedStore(options, release);
+  } catch (error) {
+    release();
+    throw error;
+  }
+}
+
+function changeEvent(seq: number, { mutation, change }: Entry): DocumentChange | undefined {
+  if (change === undefined) return undefined;
+  if (mutation.op === 'put') return { seq, collection: mutation.collection, op: change, id: mutation.doc._id, doc: mutation.doc };
+  if (mutation.op === 'remove') return { seq, collection: mutation.collection, op: change, id: mutation.id };
+  return undefined;
+}
+
+export class EmbeddedStore implements StorageDriver {
+  readonly kind = 'embedded';
+  readonly changes: WriteLogChanges;
+  private readonly dir: string;
+  private readonly compactThresholdBytes: number;
+  private readonly collections = new Map<string, EmbeddedCollection>();
+  private readonly host: CollectionHost;
+  private readonly wal: WriteAheadLog<BatchPart>;
+  /** The seq of the last change applied in memory (it may still be on its way to the log). */
+  private seq: number;
+  private generation: number;
+  private snapshotBytes: number;
+  private compactions = 0;
+  private compacting: Promise<void> | undefined;
+  private closing: Promise<void> | undefined;
+
+  /** Use {@link openEmbeddedStore}: the caller must hold the directory's lock. Recovers the directory's contents. */
+  constructor(options: EmbeddedStoreOptions, private readonly releaseLock: () => void) {
+    this.dir = options.dir;
+    this.compactThresholdBytes = options.compactThresholdBytes ?? DEFAULT_COMPACT_THRESHOLD_BYTES;
+    this.host = {
+      lastSeq: () => this.seq,
+      assertOpen: () => this.assertOpen(),
+      assertWritable: () => this.assertWritable(),
+      commit: (entries) => this.commit(entries),
+    };
+    const started = performance.now();
+    const recovered = recover(this.dir, (mutation) => this.collection(mutation.collection).apply(mutation), log);
+    this.seq = recovered.lastSeq;
+    this.generation = Math.max(recovered.generation, 1);
+    this.snapshotBytes = recovered.snapshotBytes;
+    this.changes = new WriteLogChanges(this.seq, log);
+    this.wal = WriteAheadLog.open(join(this.dir, logFileName(this.generation)), {
+      fsync: options.fsync ?? false,
+      onDurable: (parts) => this.onDurable(parts),
+    });
+    const { collections, documents } = this.stats();
+    log.info('opened', { dir: this.dir, collections, documents, lastSeq: this.seq, ms: Math.round(performance.now() - started) });
+  }
+
+  collection(name: string): EmbeddedCollection {
+    let collection = this.collections.get(name);
+    if (!collection) {
+      if (typeof name !== 'string' || name === '' || name.includes('$') || name.includes('\0')) {
+        throw new Error(`Invalid collection name ${JSON.stringify(name)}`);
+      }
+      collection = new EmbeddedCollection(name, this.host);
+      this.collections.set(name, collection);
+    }
+    return collection;
+  }
+
+  stats(): EmbeddedStoreStats {
+    let collections = 0;
+    let documents = 0;
+    for (const collection of this.collections.values()) {
+      if (collection.isEmpty) continue;
+      collections += 1;
+      documents += collection.size;
+    }
+    return { collections, documents, walBytes: this.wal.size, lastSeq: this.seq, compactions: this.compactions };
+  }
+
+  /** Writes a snapshot and deletes the log it covers (also done automatically as the log grows). */
+  async compact(): Promise<void> {
+    this.assertWritable();
+    await (this.compacting ??= this.runCompaction().finally(() => {
+      this.compacting = undefined;
+    }));
+  }
+
+  /** Flushes pending writes (their events are still dispatched), then stops and releases the directory. */
+  close(): Promise<void> {
+    return (this.closing ??= this.shutdown());
+  }
+
+  private async shutdown(): Promise<void> {
+    try {
+      await this.compacting?.catch(() => undefined); // its failure was reported to whoever started it
+      await this.wal.close();
+    } finally {
+      this.changes.close();
+      this.releaseLock();
+      log.info('closed', { dir: this.dir, lastSeq: this.seq });
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closing) throw new Error(`The embedded store at ${this.dir} is closed`);
+  }
+
+  private assertWritable(): void {
+    this.assertOpen();
+    const failure = this.wal.failed;
+    if (failure) throw new Error(`The embedded store at ${this.dir} no longer accepts writes: ${failure.message}`, { cause: failure });
+  }
+
+  /** Numbers applied mutations and queues them for the next log batch; resolves with the write's token. */
+  private commit(entries: readonly Entry[]): Promise<number> {
+    let text = '';
+    const events: DocumentChange[] = [];
+    for (const entry of entries) {
+      const seq = ++this.seq;
+      text += encodeLine({ seq, ...entry.mutation });
+      const event = changeEvent(seq, entry);
+      if (event) events.push(event);
+    }
+    const token = this.seq;
+    return this.wal.append(text, { events, lastSeq: token }).then(() => token);
+  }
+
+  private onDurable(parts: readonly BatchPart[]): void {
+    for (const { events, lastSeq } of parts) this.changes.dispatch(events, lastSeq);
+    const size = this.wal.size;
+    if (!this.closing && !this.compacting && size > this.compactThresholdBytes && size > this.snapshotBytes) {
+      this.compact().catch((error: unknown) => log.error('compaction failed', { dir: this.dir, error }));
+    }
+  }
+
+  private async runCompaction(): Promise<void> {
+    const started = performance.now();
+    const seq = this.seq;
+    const images = [...this.collections.values()].filter((c) => !c.isEmpty).map((c) => c.image());
+    // The log switches at the instant the images are taken, so every record in
+    // the older logs is covered by the snapshot. (The new log may start with
+    // queued records the snapshot also covers; recovery skips them by seq.)
+    this.generation += 1;
+    this.wal.rotate(join(this.dir, logFileName(this.generation)));
+    this.snapshotBytes = await compactFiles(this.dir, seq, images, this.generation);
+    this.compactions += 1;
+    log.info('compacted', { dir: this.dir, seq, bytes: this.snapshotBytes, ms: Math.round(performance.now() - started) });
+  }
+}
