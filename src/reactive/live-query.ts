@@ -166,8 +166,10 @@ export class LiveQuery {
     return { ...this.spec, skip: undefined, limit: this.windowSize() };
   }
 
-  private windowSize(): number {
-    return (this.spec.skip ?? 0) + (this.spec.limit ?? 0) + this.options.windowBuffer;
+  /** How many sorted matches a window keeps; undefined (all of them) for skip without limit. */
+  private windowSize(): number | undefined {
+    if (!this.spec.limit) return undefined;
+    return (this.spec.skip ?? 0) + this.spec.limit + this.options.windowBuffer;
   }
 
   private async load(): Promise<void> {
@@ -384,7 +386,7 @@ export class LiveQuery {
       }
     }
     const capacity = this.windowSize();
-    if (this.ordered.length > 2 * capacity) {
+    if (capacity !== undefined && this.ordered.length > 2 * capacity) {
       for (const dropped of this.ordered.splice(capacity)) this.inOrdered.delete(dropped.key);
       this.complete = false;
     }

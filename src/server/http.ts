@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import serveStatic from 'serve-static';
+import { metrics } from '../metrics/registry.js';
 
 export interface HealthReport {
   status: 'ok' | 'draining';
@@ -43,6 +44,11 @@ export class HttpRoutes {
       const report = this.health();
       res.writeHead(report.status === 'ok' ? 200 : 503, { 'content-type': 'application/json', 'cache-control': 'no-store' });
       res.end(JSON.stringify(report));
+      return;
+    }
+    if (path === '/perseid/stats') {
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      res.end(JSON.stringify(metrics.snapshot()));
       return;
     }
     if (path === '/perseid/client.js') {

@@ -76,18 +76,18 @@ export class Session implements SubscriptionHost {
   ) {
     this.log = server.log;
     this.mergeBox = new MergeBox((message) => this.socket.send(message), (collection) => server.strategyOf(collection));
-    const session = this;
+    const sessionId = () => this.id;
     this.connection = {
       get id() {
-        return session.id;
+        return sessionId();
       },
       clientAddress: clientAddress(socket.remoteAddress, socket.headers),
       httpHeaders: exposedHeaders(socket.headers),
       onClose: (callback) => {
-        if (session.state === 'closed') callback();
-        else session.closeCallbacks.push(callback);
+        if (this.state === 'closed') callback();
+        else this.closeCallbacks.push(callback);
       },
-      close: () => session.socket.close(),
+      close: () => this.socket.close(),
     };
     const { settings } = server;
     this.heartbeat = new Heartbeat({

@@ -133,7 +133,7 @@ export class Subscription {
     this.unblockHook = unblock;
     let result: unknown;
     try {
-      result = await this.handler.apply(this, this.params);
+      result = await this.handler.call(this, ...this.params);
       if (this.stopped) return;
       const cursors = result instanceof Cursor ? [result] : Array.isArray(result) && result.every((c) => c instanceof Cursor) ? (result as Cursor[]) : undefined;
       if (cursors && cursors.length > 0) {

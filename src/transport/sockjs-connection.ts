@@ -6,6 +6,7 @@
 import type { Connection } from 'sockjs';
 import type { EncodedMessage } from '../ddp/encoded.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
+import { transportMetrics } from './transport-metrics.js';
 
 export class SockjsConnection implements DdpSocket {
   readonly transport: string;
@@ -44,7 +45,9 @@ export class SockjsConnection implements DdpSocket {
   }
 
   send(message: EncodedMessage): void {
-    if (!this.closed) this.conn.write(message.text);
+    if (this.closed) return;
+    this.conn.write(message.text);
+    transportMetrics.messagesSent.inc();
   }
 
   close(code = 3000, reason = 'Go away!'): void {

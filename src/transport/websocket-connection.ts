@@ -17,6 +17,7 @@ import type { Logger } from '../log.js';
 import { BatchCache, scheduleFlush, type Flushable } from './flush.js';
 import { frameFor, textFrame, type CompressionOptions, type FrameVariant } from './frames.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
+import { transportMetrics } from './transport-metrics.js';
 
 export interface WebSocketConnectionOptions {
   framing: 'raw' | 'sockjs';
@@ -89,7 +90,11 @@ export class WebSocketConnection implements DdpSocket, Flushable {
         ? frameFor(messages[0]!, variant, compression)
         : batches.join(messages, variant, (m) => frameFor(m, variant, compression));
     this.socket.write(bytes);
+    transportMetrics.messagesSent.inc(messages.length);
+    transportMetrics.bytesSent.inc(bytes.length);
+    transportMetrics.writes.inc();
     if (this.socket.writableLength > this.options.maxBufferedBytes) {
+      transportMetrics.slowClientsDropped.inc();
       this.options.log.warn('dropping a client that does not read its messages', {
         remote: this.remoteAddress,
         buffered: this.socket.writableLength,

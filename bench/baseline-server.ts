@@ -1,0 +1,176 @@
+/**
+ * The limit baseline of BENCHMARKS.md: a bare `ws` server, no DDP framework and
+ * no database, that answers the tasks app's client frames with the same reply
+ * frames and does the same fan-out, its data in a plain Map.
+ *
+ *   --mode fast   each change serialised and framed once, the same buffer written
+ *                 to every subscriber, one joined write per connection per turn
+ *   --mode naive  one ws.send per message per client
+ *
+ * Usage: node dist/bench/baseline-server.js --port 4000 --mode fast
+ */
+import { createServer } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { parseArgs } from 'node:util';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { Random, RandomStream, collectionIdSequence } from '../src/ddp/random.js';
+import { textFrame } from '../src/transport/frames.js';
+
+const USAGE = 'Usage: baseline-server --port <port> --mode fast|naive';
+const { values } = parseArgs({
+  options: { port: { type: 'string', default: '4000' }, mode: { type: 'string', default: 'fast' }, help: { type: 'boolean', short: 'h' } },
+});
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const mode = values.mode;
+if (mode !== 'fast' && mode !== 'naive') {
+  console.error(USAGE);
+  process.exit(2);
+}
+
+interface Task {
+  _id: string;
+  sessionId: string;
+  description: string;
+  createdAt: number;
+}
+
+interface Client {
+  ws: WebSocket;
+  socket: Duplex;
+  subscribed: boolean;
+  /** fast mode: frames queued this turn */
+  pending: Buffer[];
+}
+
+const tasks = new Map<string, Task>();
+const clients = new Set<Client>();
+let messagesSent = 0;
+let dirty: Client[] = [];
+let flushScheduled = false;
+
+function flush(): void {
+  flushScheduled = false;
+  const batch = dirty;
+  dirty = [];
+  let lastParts: Buffer[] | undefined;
+  let lastJoined: Buffer | undefined;
+  for (const client of batch) {
+    const parts = client.pending;
+    client.pending = [];
+    // Subscribers usually queued the same broadcasts: reuse the joined buffer.
+    const same = lastParts !== undefined && lastParts.length === parts.length && parts.every((p, i) => p === lastParts![i]);
+    const joined = same ? lastJoined! : parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+    lastParts = parts;
+    lastJoined = joined;
+    client.socket.write(joined);
+  }
+}
+
+function sendFrame(client: Client, frame: Buffer, text: string): void {
+  messagesSent++;
+  if (mode === 'naive') {
+    client.ws.send(text);
+    return;
+  }
+  if (client.pending.push(frame) === 1) {
+    dirty.push(client);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flush);
+    }
+  }
+}
+
+function send(client: Client, message: unknown): void {
+  const text = JSON.stringify(message);
+  sendFrame(client, mode === 'fast' ? textFrame(text) : Buffer.alloc(0), text);
+}
+
+function broadcast(message: unknown): void {
+  const text = JSON.stringify(message);
+  const frame = mode === 'fast' ? textFrame(text) : Buffer.alloc(0);
+  for (const client of clients) if (client.subscribed) sendFrame(client, frame, text);
+}
+
+function added(task: Task): object {
+  const { _id, ...fields } = task;
+  return { msg: 'added', collection: 'taskCollection', id: _id, fields: { ...fields, createdAt: { $date: fields.createdAt } } };
+}
+
+function asTask(task: Task): object {
+  return { ...task, createdAt: { $date: task.createdAt } };
+}
+
+function handle(client: Client, text: string): void {
+  const msg = JSON.parse(text) as { msg: string; id?: string; method?: string; params?: Array<Record<string, string>>; randomSeed?: string };
+  switch (msg.msg) {
+    case 'connect':
+      send(client, { msg: 'connected', session: Random.id() });
+      return;
+    case 'ping':
+      send(client, msg.id ? { msg: 'pong', id: msg.id } : { msg: 'pong' });
+      return;
+    case 'sub':
+      client.subscribed = true;
+      for (const task of tasks.values()) send(client, added(task));
+      send(client, { msg: 'ready', subs: [msg.id] });
+      return;
+    case 'unsub':
+      client.subscribed = false;
+      send(client, { msg: 'nosub', id: msg.id });
+      return;
+    case 'method': {
+      const args = msg.params?.[0] ?? {};
+      let result: unknown;
+      if (msg.method === 'insertTask') {
+        const stream = msg.randomSeed ? collectionIdSequence(new RandomStream(msg.randomSeed), 'taskCollection') : Random;
+        const task: Task = { _id: stream.id(), sessionId: args.sessionId!, description: args.description!, createdAt: Date.now() };
+        tasks.set(task._id, task);
+        broadcast(added(task));
+        result = task._id;
+      } else if (msg.method === 'removeTask') {
+        result = tasks.delete(args.taskId!) ? 1 : 0;
+        if (result) broadcast({ msg: 'removed', collection: 'taskCollection', id: args.taskId });
+      } else if (msg.method === 'removeAllTasks') {
+        let removed = 0;
+        for (const task of [...tasks.values()]) {
+          if (task.sessionId !== args.sessionId) continue;
+          tasks.delete(task._id);
+          broadcast({ msg: 'removed', collection: 'taskCollection', id: task._id });
+          removed++;
+        }
+        result = removed;
+      } else if (msg.method === 'fetchTasks') {
+        result = [...tasks.values()].map(asTask);
+      }
+      send(client, { msg: 'result', id: msg.id, result });
+      send(client, { msg: 'updated', methods: [msg.id] });
+      return;
+    }
+  }
+}
+
+const http = createServer((req, res) => {
+  if (req.url === '/perseid/stats') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ perseid_messages_sent_total: messagesSent, clients: clients.size }));
+    return;
+  }
+  res.writeHead(404);
+  res.end();
+});
+const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, clientTracking: false });
+http.on('upgrade', (req, socket, head) => {
+  wss.handleUpgrade(req, socket, head, (ws) => {
+    const client: Client = { ws, socket, subscribed: false, pending: [] };
+    clients.add(client);
+    ws.on('message', (data) => handle(client, (data as Buffer).toString()));
+    ws.on('close', () => clients.delete(client));
+    ws.on('error', () => clients.delete(client));
+  });
+});
+http.listen(Number(values.port), '127.0.0.1', () => console.log(`baseline (${mode}) listening on 127.0.0.1:${values.port}`));
+process.on('SIGTERM', () => process.exit(0));
