@@ -34,7 +34,7 @@ function assertDocument(value: unknown, what: string): asserts value is Document
   }
 }
 
-export class Collection<T extends Document = Document> {
+export class Collection<T extends object = Document> {
   private resolved: Promise<{ database: Database; driver: CollectionDriver }> | undefined;
 
   constructor(
@@ -61,10 +61,10 @@ export class Collection<T extends Document = Document> {
     return doc;
   }
 
-  async insertAsync(doc: Partial<T> & Document): Promise<unknown> {
+  async insertAsync(doc: Partial<T>): Promise<unknown> {
     assertDocument(doc, 'Document to insert');
     const scope = currentWriteScope();
-    const { _id, ...rest } = clone(doc);
+    const { _id, ...rest } = clone(doc as Document);
     const id = _id ?? this.newId(scope);
     await this.write(scope, (driver) => driver.insert({ _id: id, ...rest }));
     return id;

@@ -29,7 +29,7 @@ function checkCount(value: unknown, what: string): number | undefined {
   return value;
 }
 
-export class Cursor<T extends Document = Document> {
+export class Cursor<T extends object = Document> {
   readonly spec: QuerySpec;
 
   constructor(
