@@ -15,7 +15,15 @@ const files = readdirSync(dir)
   .map((f) => join(dir, f));
 const result = spawnSync(
   process.execPath,
-  ['--test', '--test-reporter=spec', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...flags, ...files],
+  [
+    '--test',
+    '--test-reporter=spec',
+    `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`,
+    // A hung test fails after this long instead of holding CI up.
+    `--test-timeout=${process.env.TEST_TIMEOUT_MS ?? 120000}`,
+    ...flags,
+    ...files,
+  ],
   { stdio: 'inherit' },
 );
 process.exit(result.status ?? 1);

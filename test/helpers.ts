@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { Collection } from '../src/data/collection.js';
-import { openDatabase, type Database } from '../src/data/database.js';
+import { openDatabase, setDefaultDatabase, type Database } from '../src/data/database.js';
 import { setLogLevel } from '../src/log.js';
 import { createServer, type PerseidServer, type ServerOptions } from '../src/server/app.js';
 
@@ -20,10 +20,15 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-/** A server on 127.0.0.1 (random port) whose collections live in a temporary embedded store. */
+/**
+ * A server on 127.0.0.1 (random port) whose collections live in a temporary
+ * embedded store, which is also made the default database (for app modules
+ * that declare collections without one).
+ */
 export async function startServer(setup: (server: PerseidServer, t: Omit<TestServer, 'url' | 'wsUrl' | 'port' | 'close'>) => unknown, options: ServerOptions = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'perseid-test-'));
   const database = await openDatabase({ dataDir: dir });
+  setDefaultDatabase(database);
   const server = createServer(options);
   const collection = <T extends object>(name: string) => new Collection<T>(name, { database });
   await setup(server, { server, database, collection });

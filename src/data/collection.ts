@@ -36,6 +36,7 @@ function assertDocument(value: unknown, what: string): asserts value is Document
 
 export class Collection<T extends object = Document> {
   private resolved: Promise<{ database: Database; driver: CollectionDriver }> | undefined;
+  private resolvedFrom: Database | Promise<Database> | undefined;
 
   constructor(
     readonly name: string,
@@ -44,12 +45,18 @@ export class Collection<T extends object = Document> {
     if (typeof name !== 'string' || !NAME.test(name)) throw new Error(`Invalid collection name: ${JSON.stringify(name)}`);
   }
 
-  /** The database and driver, resolved on first use so collections can be declared before the database opens. */
+  /**
+   * The database and driver, resolved on use so collections can be declared
+   * before the database opens; one without its own database follows the
+   * default database when that changes.
+   */
   resolve(): Promise<{ database: Database; driver: CollectionDriver }> {
-    return (this.resolved ??= Promise.resolve(this.options.database ?? getDefaultDatabase()).then((database) => ({
-      database,
-      driver: database.driver.collection(this.name),
-    })));
+    const source = this.options.database ?? getDefaultDatabase();
+    if (source !== this.resolvedFrom || !this.resolved) {
+      this.resolvedFrom = source;
+      this.resolved = Promise.resolve(source).then((database) => ({ database, driver: database.driver.collection(this.name) }));
+    }
+    return this.resolved;
   }
 
   find(selector?: Selector, options: FindOptions = {}): Cursor<T> {

@@ -155,6 +155,7 @@ export class PerseidServer implements SessionServer {
       this.httpServer.close(() => resolve());
       this.httpServer.closeAllConnections();
     });
+    for (const socket of this.sockets) socket.terminate();
   }
 
   get sessionCount(): number {

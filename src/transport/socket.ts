@@ -26,6 +26,8 @@ export interface DdpSocket {
   send(message: EncodedMessage): void;
   /** Sends what is queued, then closes. */
   close(code?: number, reason?: string): void;
+  /** Drops the connection now, without waiting for the client (server shutdown). */
+  terminate(): void;
   /** Inbound flow control: stop / restart reading from the client (no-op where the transport cannot). */
   pause(): void;
   resume(): void;

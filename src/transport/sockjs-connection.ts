@@ -56,6 +56,14 @@ export class SockjsConnection implements DdpSocket {
     this.conn.close(String(code), reason);
   }
 
+  terminate(): void {
+    this.close();
+    // A polling session otherwise waits disconnect_delay (60 s) for the client to
+    // collect the close frame, holding a timer; sockjs 0.3 offers no public way to
+    // end it, so its session's own timeout handler is called.
+    (this.conn as unknown as { _session?: { didTimeout?(): void } })._session?.didTimeout?.();
+  }
+
   // HTTP polling has no stream to pause; its requests are bounded by the client's own pacing.
   pause(): void {}
   resume(): void {}

@@ -121,6 +121,11 @@ export class WebSocketConnection implements DdpSocket, Flushable {
     }
   }
 
+  terminate(): void {
+    this.closed = true;
+    this.ws.terminate();
+  }
+
   pause(): void {
     this.ws.pause();
   }
