@@ -133,11 +133,14 @@ const keepAlive = setInterval(() => {
   for (const socket of sockets) if (now - socket.lastSend > 10000) socket.send('{"msg":"ping"}');
 }, 2000);
 
+// A live line on a terminal; a line every 10 s in logs.
+const tty = process.stderr.isTTY;
 const progress = setInterval(() => {
+  const seconds = Math.round((performance.now() - t0) / 1000);
+  if (!tty && seconds % 10 !== 0) return;
   const errorCount = Object.values(errors).reduce((a, b) => a + b, 0);
-  process.stderr.write(
-    `\r  s1: ${((performance.now() - t0) / 1000).toFixed(0)}s  clients ${started}/${total}  active ${started - finished}  done ${completed}  errors ${errorCount}   `,
-  );
+  const line = `  s1: ${seconds}s  clients ${started}/${total}  active ${started - finished}  done ${completed}  errors ${errorCount}`;
+  process.stderr.write(tty ? `\r${line}   ` : `${line}\n`);
 }, 1000);
 
 const total = Math.round(rate * duration);
@@ -157,7 +160,7 @@ for (let i = 0; i < total; i++) {
 await Promise.all(runs);
 clearInterval(keepAlive);
 clearInterval(progress);
-process.stderr.write('\n');
+if (tty) process.stderr.write('\n');
 const cpu = process.cpuUsage(cpu0);
 const result: S1Result = {
   clients: total,

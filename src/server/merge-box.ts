@@ -35,6 +35,11 @@ export type PublicationStrategy = 'SERVER_MERGE' | 'NO_MERGE' | 'NO_MERGE_NO_HIS
 
 type Send = (message: EncodedMessage) => void;
 
+/** Something that can produce the message for a change once for all its recipients (a live query's DocChange). */
+export interface SharedMessage {
+  message(): EncodedMessage;
+}
+
 function merged(holders: readonly Holder[], key: string, replace?: Holder, replacement?: Fields): Fields {
   const out: Fields = {};
   for (const holder of holders) {
@@ -45,16 +50,47 @@ function merged(holders: readonly Holder[], key: string, replace?: Holder, repla
   return out;
 }
 
-class CollectionView {
+/** One collection of one connection's merge box: what its holders publish, merged. */
+export class CollectionView {
   holders: Holder[] = [];
 
   constructor(
     readonly name: string,
     readonly strategy: PublicationStrategy,
+    private readonly send: Send,
   ) {}
 
+  /**
+   * `holder` now publishes `key` with `fields`. `shared` gives the message to
+   * send when no other holder has the document.
+   */
+  added(holder: Holder, key: string, fields: Fields, shared?: SharedMessage): void {
+    if (!this.sharedWith(holder, key)) {
+      this.send(shared ? shared.message() : encodeAdded(this.name, key, fields));
+      return;
+    }
+    this.sendDiff(key, merged(this.holders, key, holder, undefined), merged(this.holders, key, holder, fields));
+  }
+
+  changed(holder: Holder, key: string, before: Fields, after: Fields, shared?: SharedMessage): void {
+    if (!this.sharedWith(holder, key)) {
+      if (shared) this.send(shared.message());
+      else this.sendDiff(key, before, after);
+      return;
+    }
+    this.sendDiff(key, merged(this.holders, key, holder, before), merged(this.holders, key, holder, after));
+  }
+
+  removed(holder: Holder, key: string, before: Fields, shared?: SharedMessage): void {
+    if (!this.sharedWith(holder, key)) {
+      this.send(shared ? shared.message() : encodeRemoved(this.name, key));
+      return;
+    }
+    this.sendDiff(key, merged(this.holders, key, holder, before), merged(this.holders, key, holder, undefined));
+  }
+
   /** Whether a holder other than `self` publishes `key`. */
-  sharedWith(self: Holder, key: string): boolean {
+  private sharedWith(self: Holder, key: string): boolean {
     if (this.strategy !== 'SERVER_MERGE') return false;
     const holders = this.holders;
     for (let i = 0; i < holders.length; i++) {
@@ -62,6 +98,11 @@ class CollectionView {
       if (h !== self && h.has(key)) return true;
     }
     return false;
+  }
+
+  private sendDiff(key: string, before: Fields, after: Fields): void {
+    const diff = diffFields(before, after);
+    if (diff) this.send(encodeChanged(this.name, key, diff.fields, diff.cleared));
   }
 }
 
@@ -73,68 +114,19 @@ export class MergeBox {
     private readonly strategyOf: (collection: string) => PublicationStrategy,
   ) {}
 
-  strategy(collection: string): PublicationStrategy {
-    return this.view(collection).strategy;
-  }
-
-  register(collection: string, holder: Holder): void {
-    const view = this.view(collection);
-    view.holders = [...view.holders, holder];
-  }
-
-  unregister(collection: string, holder: Holder): void {
-    const view = this.views.get(collection);
-    if (!view) return;
-    view.holders = view.holders.filter((h) => h !== holder);
-    if (view.holders.length === 0) this.views.delete(collection);
-  }
-
-  /**
-   * `holder` now publishes `key` with `fields` (it must already answer `has` with
-   * true, or be about to). `shared` is the message to send when no other holder
-   * has the document.
-   */
-  added(collection: string, holder: Holder, key: string, fields: Fields, shared?: () => EncodedMessage): void {
-    const view = this.view(collection);
-    if (!view.sharedWith(holder, key)) {
-      this.send(shared ? shared() : encodeAdded(collection, key, fields));
-      return;
-    }
-    const before = merged(view.holders, key, holder, undefined);
-    const after = merged(view.holders, key, holder, fields);
-    this.sendDiff(collection, key, before, after);
-  }
-
-  changed(collection: string, holder: Holder, key: string, before: Fields, after: Fields, shared?: () => EncodedMessage): void {
-    const view = this.view(collection);
-    if (!view.sharedWith(holder, key)) {
-      if (shared) this.send(shared());
-      else this.sendDiff(collection, key, before, after);
-      return;
-    }
-    this.sendDiff(collection, key, merged(view.holders, key, holder, before), merged(view.holders, key, holder, after));
-  }
-
-  removed(collection: string, holder: Holder, key: string, before: Fields, shared?: () => EncodedMessage): void {
-    const view = this.view(collection);
-    if (!view.sharedWith(holder, key)) {
-      this.send(shared ? shared() : encodeRemoved(collection, key));
-      return;
-    }
-    this.sendDiff(collection, key, merged(view.holders, key, holder, before), merged(view.holders, key, holder, undefined));
-  }
-
-  private sendDiff(collection: string, key: string, before: Fields, after: Fields): void {
-    const diff = diffFields(before, after);
-    if (diff) this.send(encodeChanged(collection, key, diff.fields, diff.cleared));
-  }
-
-  private view(collection: string): CollectionView {
+  /** Adds a holder; it sends its events to the returned view. */
+  register(collection: string, holder: Holder): CollectionView {
     let view = this.views.get(collection);
     if (!view) {
-      view = new CollectionView(collection, this.strategyOf(collection));
+      view = new CollectionView(collection, this.strategyOf(collection), this.send);
       this.views.set(collection, view);
     }
+    view.holders = [...view.holders, holder];
     return view;
+  }
+
+  unregister(view: CollectionView, holder: Holder): void {
+    view.holders = view.holders.filter((h) => h !== holder);
+    if (view.holders.length === 0 && this.views.get(view.name) === view) this.views.delete(view.name);
   }
 }

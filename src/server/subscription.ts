@@ -14,7 +14,7 @@ import type { DocChange, Fields } from '../reactive/doc-change.js';
 import type { LiveQuery, LiveQueryObserver } from '../reactive/live-query.js';
 import type { ObserveHandle } from '../reactive/registry.js';
 import type { ConnectionHandle } from './connection-handle.js';
-import type { Holder, MergeBox } from './merge-box.js';
+import type { CollectionView, Holder, MergeBox } from './merge-box.js';
 
 export type PublishHandler = (this: Subscription, ...params: unknown[]) => unknown;
 
@@ -31,11 +31,11 @@ export interface SubscriptionHost {
 /** One cursor's documents, read from its live query (no copy is kept). */
 class CursorHolder implements Holder, LiveQueryObserver {
   query: LiveQuery | undefined;
+  readonly view: CollectionView;
 
-  constructor(
-    private readonly mergeBox: MergeBox,
-    readonly collection: string,
-  ) {}
+  constructor(mergeBox: MergeBox, collection: string) {
+    this.view = mergeBox.register(collection, this);
+  }
 
   attached(query: LiveQuery): void {
     this.query = query;
@@ -50,10 +50,9 @@ class CursorHolder implements Holder, LiveQueryObserver {
   }
 
   onChange(change: DocChange): void {
-    const shared = () => change.message();
-    if (change.kind === 'added') this.mergeBox.added(this.collection, this, change.key, change.after!, shared);
-    else if (change.kind === 'changed') this.mergeBox.changed(this.collection, this, change.key, change.before!, change.after!, shared);
-    else this.mergeBox.removed(this.collection, this, change.key, change.before!, shared);
+    if (change.kind === 'added') this.view.added(this, change.key, change.after!, change);
+    else if (change.kind === 'changed') this.view.changed(this, change.key, change.before!, change.after!, change);
+    else this.view.removed(this, change.key, change.before!, change);
   }
 
   forEach(callback: (key: string, fields: Fields) => void): void {
@@ -64,8 +63,13 @@ class CursorHolder implements Holder, LiveQueryObserver {
 /** Documents published by hand into one collection; unless history is off, kept to merge and to remove on stop. */
 class ManualHolder implements Holder {
   readonly docs = new Map<string, Fields>();
+  readonly view: CollectionView;
+  readonly tracked: boolean;
 
-  constructor(readonly tracked: boolean) {}
+  constructor(mergeBox: MergeBox, collection: string) {
+    this.view = mergeBox.register(collection, this);
+    this.tracked = this.view.strategy !== 'NO_MERGE_NO_HISTORY';
+  }
 
   has(key: string): boolean {
     return this.docs.has(key);
@@ -154,7 +158,6 @@ export class Subscription {
     }
     for (const cursor of cursors) {
       const holder = new CursorHolder(this.host.mergeBox, cursor.collectionName);
-      this.host.mergeBox.register(cursor.collectionName, holder);
       this.cursorHolders.push(holder);
       const handle = await cursor.observeLive(holder);
       if (this.stopped) {
@@ -179,7 +182,7 @@ export class Subscription {
     const existing = holder.docs.get(key);
     if (existing) this.changed(collection, id, next);
     else {
-      this.host.mergeBox.added(collection, holder, key, next);
+      holder.view.added(holder, key, next);
       holder.docs.set(key, next);
     }
   }
@@ -206,7 +209,7 @@ export class Subscription {
       else if (name !== '_id') after[name] = update[name];
     }
     holder.docs.set(key, after);
-    this.host.mergeBox.changed(collection, holder, key, before, after);
+    holder.view.changed(holder, key, before, after);
   }
 
   removed(collection: string, id: unknown): void {
@@ -220,7 +223,7 @@ export class Subscription {
     const before = holder.docs.get(key);
     if (!before) return;
     holder.docs.delete(key);
-    this.host.mergeBox.removed(collection, holder, key, before);
+    holder.view.removed(holder, key, before);
   }
 
   ready(): void {
@@ -265,15 +268,11 @@ export class Subscription {
     if (this.stopped) return;
     this.stopped = true;
     const { mergeBox } = this.host;
-    const holders: Array<[string, CursorHolder | ManualHolder]> = [
-      ...this.cursorHolders.map((h) => [h.collection, h] as [string, CursorHolder]),
-      ...this.manual,
-    ];
-    for (const [collection, holder] of holders) {
-      if (removeDocuments && mergeBox.strategy(collection) !== 'NO_MERGE_NO_HISTORY') {
-        holder.forEach((key, fields) => mergeBox.removed(collection, holder, key, fields));
+    for (const holder of [...this.cursorHolders, ...this.manual.values()]) {
+      if (removeDocuments && holder.view.strategy !== 'NO_MERGE_NO_HISTORY') {
+        holder.forEach((key, fields) => holder.view.removed(holder, key, fields));
       }
-      mergeBox.unregister(collection, holder);
+      mergeBox.unregister(holder.view, holder);
     }
     for (const handle of this.handles) handle.stop();
     this.host.subscriptionStopped(this);
@@ -292,9 +291,8 @@ export class Subscription {
   private manualHolder(collection: string): ManualHolder {
     let holder = this.manual.get(collection);
     if (!holder) {
-      holder = new ManualHolder(this.host.mergeBox.strategy(collection) !== 'NO_MERGE_NO_HISTORY');
+      holder = new ManualHolder(this.host.mergeBox, collection);
       this.manual.set(collection, holder);
-      this.host.mergeBox.register(collection, holder);
     }
     return holder;
   }

@@ -6,6 +6,7 @@
  */
 import type { EncodedMessage } from '../ddp/encoded.js';
 import type { FrameVariant } from './frames.js';
+import { transportMetrics } from './transport-metrics.js';
 
 export interface Flushable {
   flush(batches: BatchCache): void;
@@ -36,20 +37,38 @@ export class BatchCache {
 
 let dirty: Flushable[] = [];
 let scheduled = false;
+/** Earliest time (performance.now()) the next flush may run. */
+let notBefore = 0;
+/**
+ * After a flush that took d ms, the next waits at least gapFactor × d ms. Idle
+ * servers flush on the next turn; busy ones batch more per write, so socket
+ * writes cannot take more than 1 / (1 + gapFactor) of the time.
+ */
+let gapFactor = Number(process.env.PERSEID_FLUSH_GAP_FACTOR ?? 1);
+
+/** Sets the flush gap factor (0 = flush every turn). */
+export function setFlushGapFactor(factor: number): void {
+  gapFactor = factor;
+}
 
 function flushAll(): void {
   scheduled = false;
+  transportMetrics.flushes.inc();
+  const started = performance.now();
   const batch = dirty;
   dirty = [];
   const cache = new BatchCache();
   for (let i = 0; i < batch.length; i++) batch[i]!.flush(cache);
+  const ended = performance.now();
+  notBefore = ended + gapFactor * (ended - started);
 }
 
-/** Asks for `target.flush` at the end of this event-loop turn; call once per turn per target. */
+/** Asks for `target.flush` soon (see gapFactor); call once per batch per target. */
 export function scheduleFlush(target: Flushable): void {
   dirty.push(target);
-  if (!scheduled) {
-    scheduled = true;
-    setImmediate(flushAll);
-  }
+  if (scheduled) return;
+  scheduled = true;
+  const wait = notBefore - performance.now();
+  if (wait < 1) setImmediate(flushAll);
+  else setTimeout(flushAll, wait);
 }
