@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -29,7 +30,11 @@ export default tseslint.config(
     extends: [tseslint.configs.disableTypeChecked],
     languageOptions: {
       parserOptions: { projectService: false },
-      globals: { process: 'readonly', console: 'readonly', URL: 'readonly' },
+      globals: globals.node,
     },
+  },
+  {
+    files: ['examples/*/public/**/*.js'],
+    languageOptions: { globals: globals.browser },
   },
 );
