@@ -4,7 +4,9 @@
  * frames and does the same fan-out, its data in a plain Map.
  *
  *   --mode fast   each change serialised and framed once, the same buffer written
- *                 to every subscriber, one joined write per connection per turn
+ *                 to every subscriber, one joined write per connection per flush,
+ *                 with the same adaptive flush batching Perseid uses (transport/flush.ts):
+ *                 the limit must use the best write strategy we know
  *   --mode naive  one ws.send per message per client
  *
  * Usage: node dist/bench/baseline-server.js --port 4000 --mode fast
@@ -14,7 +16,9 @@ import type { Duplex } from 'node:stream';
 import { parseArgs } from 'node:util';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { Random, RandomStream, collectionIdSequence } from '../src/ddp/random.js';
-import { textFrame } from '../src/transport/frames.js';
+import { EncodedMessage } from '../src/ddp/encoded.js';
+import { scheduleFlush, type BatchCache, type Flushable } from '../src/transport/flush.js';
+import { frameFor } from '../src/transport/frames.js';
 
 const USAGE = 'Usage: baseline-server --port <port> --mode fast|naive';
 const { values } = parseArgs({
@@ -37,62 +41,44 @@ interface Task {
   createdAt: number;
 }
 
-interface Client {
-  ws: WebSocket;
-  socket: Duplex;
-  subscribed: boolean;
-  /** fast mode: frames queued this turn */
-  pending: Buffer[];
+/** A connection: in fast mode its messages are queued and flushed like Perseid's. */
+class Client implements Flushable {
+  subscribed = false;
+  private pending: EncodedMessage[] = [];
+
+  constructor(
+    readonly ws: WebSocket,
+    private readonly socket: Duplex,
+  ) {}
+
+  send(message: EncodedMessage): void {
+    messagesSent++;
+    if (mode === 'naive') {
+      this.ws.send(message.text);
+      return;
+    }
+    if (this.pending.push(message) === 1) scheduleFlush(this);
+  }
+
+  flush(batches: BatchCache): void {
+    const messages = this.pending;
+    this.pending = [];
+    const frame = (m: EncodedMessage) => frameFor(m, 'plain', undefined);
+    this.socket.write(messages.length === 1 ? frame(messages[0]!) : batches.join(messages, 'plain', frame));
+  }
 }
 
 const tasks = new Map<string, Task>();
 const clients = new Set<Client>();
 let messagesSent = 0;
-let dirty: Client[] = [];
-let flushScheduled = false;
-
-function flush(): void {
-  flushScheduled = false;
-  const batch = dirty;
-  dirty = [];
-  let lastParts: Buffer[] | undefined;
-  let lastJoined: Buffer | undefined;
-  for (const client of batch) {
-    const parts = client.pending;
-    client.pending = [];
-    // Subscribers usually queued the same broadcasts: reuse the joined buffer.
-    const same = lastParts !== undefined && lastParts.length === parts.length && parts.every((p, i) => p === lastParts![i]);
-    const joined = same ? lastJoined! : parts.length === 1 ? parts[0]! : Buffer.concat(parts);
-    lastParts = parts;
-    lastJoined = joined;
-    client.socket.write(joined);
-  }
-}
-
-function sendFrame(client: Client, frame: Buffer, text: string): void {
-  messagesSent++;
-  if (mode === 'naive') {
-    client.ws.send(text);
-    return;
-  }
-  if (client.pending.push(frame) === 1) {
-    dirty.push(client);
-    if (!flushScheduled) {
-      flushScheduled = true;
-      setImmediate(flush);
-    }
-  }
-}
 
 function send(client: Client, message: unknown): void {
-  const text = JSON.stringify(message);
-  sendFrame(client, mode === 'fast' ? textFrame(text) : Buffer.alloc(0), text);
+  client.send(new EncodedMessage(JSON.stringify(message)));
 }
 
 function broadcast(message: unknown): void {
-  const text = JSON.stringify(message);
-  const frame = mode === 'fast' ? textFrame(text) : Buffer.alloc(0);
-  for (const client of clients) if (client.subscribed) sendFrame(client, frame, text);
+  const encoded = new EncodedMessage(JSON.stringify(message));
+  for (const client of clients) if (client.subscribed) client.send(encoded);
 }
 
 function added(task: Task): object {
@@ -165,7 +151,7 @@ const http = createServer((req, res) => {
 const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, clientTracking: false });
 http.on('upgrade', (req, socket, head) => {
   wss.handleUpgrade(req, socket, head, (ws) => {
-    const client: Client = { ws, socket, subscribed: false, pending: [] };
+    const client = new Client(ws, socket);
     clients.add(client);
     ws.on('message', (data) => handle(client, (data as Buffer).toString()));
     ws.on('close', () => clients.delete(client));
