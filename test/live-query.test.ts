@@ -131,7 +131,7 @@ describe('live queries', () => {
     assert.equal(liveQueryMetrics.requeries.get(), requeries, 'changes inside the buffer need no query');
     // Remove more than the buffer holds: the window must refill from the database.
     for (let i = 4; i <= 25; i++) await items.removeAsync(`d${i}`);
-    await waitFor(async () => equals(w.docs, await expected(items, {}, options)));
+    await waitFor(async () => equals(Object.fromEntries(w.docs), Object.fromEntries(await expected(items, {}, options))));
     w.handle.stop();
   });
 

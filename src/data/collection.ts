@@ -8,6 +8,7 @@ import { ObjectID } from '../ddp/object-id.js';
 import { Random, collectionIdSequence } from '../ddp/random.js';
 import { WriteFence } from '../reactive/write-fence.js';
 import { currentWriteScope, type WriteScope } from '../reactive/write-scope.js';
+import { assertValidDocument } from '../query/modifier.js';
 import { normalizeSelector } from '../query/selector.js';
 import { Cursor } from './cursor.js';
 import { getDefaultDatabase, type Database } from './database.js';
@@ -71,6 +72,8 @@ export class Collection<T extends object = Document> {
   async insertAsync(doc: Partial<T>): Promise<unknown> {
     assertDocument(doc, 'Document to insert');
     const scope = currentWriteScope();
+    // Checked here for every driver, as Meteor's client does: MongoDB 5+ would store them.
+    assertValidDocument(doc as Document);
     const { _id, ...rest } = clone(doc as Document);
     const id = _id ?? this.newId(scope);
     await this.write(scope, (driver) => driver.insert({ _id: id, ...rest }));

@@ -7,6 +7,7 @@
 import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
 import type { StorageDriver } from './driver.js';
 import { openEmbeddedStore } from './embedded/store.js';
+import { openMongoStore, type ChangeSourceChoice } from './mongo/store.js';
 
 export class Database {
   readonly liveQueries: LiveQueryRegistry;
@@ -29,14 +30,30 @@ export interface DatabaseOptions extends RegistryOptions {
   dataDir?: string;
   /** Acknowledge embedded writes only after fdatasync (survives power loss, not just a crash). */
   fsync?: boolean;
-  /** MongoDB connection string; selects the MongoDB driver. */
+  /** MongoDB connection string; selects the MongoDB driver (default MONGO_URL). */
   mongoUrl?: string;
+  /** The oplog's URL, for oplog tailing (default MONGO_OPLOG_URL). */
+  oplogUrl?: string;
+  /** How live queries learn of MongoDB changes (default PERSEID_CHANGE_SOURCE or auto). */
+  changeSource?: ChangeSourceChoice;
+  /** Re-read interval of polled queries (default PERSEID_POLL_INTERVAL_MS or 10000). */
+  pollIntervalMs?: number;
 }
+
+const CHANGE_SOURCES: ChangeSourceChoice[] = ['auto', 'change-stream', 'oplog', 'poll'];
 
 export async function openDatabase(options: DatabaseOptions = {}): Promise<Database> {
   const mongoUrl = options.mongoUrl ?? process.env.MONGO_URL;
   if (mongoUrl) {
-    throw new Error('MONGO_URL is set, but this build of Perseid has no MongoDB driver yet; unset it to use the embedded store');
+    const changeSource = options.changeSource ?? (process.env.PERSEID_CHANGE_SOURCE as ChangeSourceChoice | undefined) ?? 'auto';
+    if (!CHANGE_SOURCES.includes(changeSource)) throw new Error(`PERSEID_CHANGE_SOURCE must be one of ${CHANGE_SOURCES.join(', ')}`);
+    const store = await openMongoStore({
+      url: mongoUrl,
+      oplogUrl: options.oplogUrl ?? process.env.MONGO_OPLOG_URL,
+      changeSource,
+      pollIntervalMs: options.pollIntervalMs ?? (Number(process.env.PERSEID_POLL_INTERVAL_MS) || undefined),
+    });
+    return new Database(store, options);
   }
   const dir = options.dataDir ?? process.env.PERSEID_DATA_DIR ?? '.perseid/data';
   const fsync = options.fsync ?? process.env.PERSEID_FSYNC === '1';

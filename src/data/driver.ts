@@ -7,6 +7,7 @@
  * callers must not mutate them (the collection API clones before handing them
  * to application code).
  */
+import { DDPError } from '../ddp/errors.js';
 import type { ChangeSource } from '../reactive/change-source.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from './types.js';
 
@@ -52,5 +53,18 @@ export class DuplicateKeyError extends Error {
   ) {
     super(`E11000 duplicate key error collection: ${collection} index: ${index} dup key: ${JSON.stringify(key)}`);
     this.name = 'DuplicateKeyError';
+  }
+}
+
+/**
+ * The database cannot be reached (down, restarting, network gone). Client-safe:
+ * a method that hits it answers 503 "Database unavailable", and the client may retry.
+ */
+export class DatabaseUnavailableError extends DDPError {
+  constructor(detail: string, cause?: unknown) {
+    super(503, 'Database unavailable');
+    this.name = 'DatabaseUnavailableError';
+    this.message = `Database unavailable: ${detail}`;
+    if (cause !== undefined) (this as { cause?: unknown }).cause = cause;
   }
 }

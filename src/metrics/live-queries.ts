@@ -8,6 +8,7 @@ export const liveQueryMetrics = {
   active: metrics.gauge('perseid_live_queries_active', 'Live queries running now'),
   observers: metrics.gauge('perseid_live_query_observers', 'Observers attached to live queries now'),
   docsRead: metrics.counter('perseid_live_query_documents_read_total', 'Documents read from the database by live queries'),
+  databaseReads: metrics.counter('perseid_database_documents_read_total', 'Documents read from MongoDB, by anything (queries, live queries, fences)'),
   requeries: metrics.counter('perseid_live_query_requeries_total', 'Times a live query re-ran its query and diffed'),
   changesSeen: metrics.counter('perseid_live_query_changes_seen_total', 'Change events examined by live queries'),
   changesPublished: metrics.counter('perseid_live_query_changes_published_total', 'Document changes live queries passed to observers'),

@@ -6,14 +6,9 @@
  */
 import type { QuerySpec } from '../data/types.js';
 import { toJSONValue } from '../ddp/ejson.js';
+import { isOperatorObject } from './values.js';
 
 const LOGICAL = new Set(['$and', '$or', '$nor']);
-
-function isOperatorObject(value: unknown): value is Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
-  const keys = Object.keys(value);
-  return keys.length > 0 && keys.every((k) => k.startsWith('$'));
-}
 
 function sortedObject(obj: Record<string, unknown>, mapValue: (key: string, value: unknown) => unknown): Record<string, unknown> {
   const out: Record<string, unknown> = {};

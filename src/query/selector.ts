@@ -23,6 +23,28 @@ export interface Matcher {
    * `$near` ordering, `$text` scores): such queries must be re-run, not patched.
    */
   readonly incremental: boolean;
+  /** Top-level fields the selector reads ('all' when that cannot be told). */
+  readonly fields: ReadonlySet<string> | 'all';
+}
+
+/** Top-level document fields a selector depends on. */
+export function selectorFields(selector: Document): Set<string> | 'all' {
+  const out = new Set<string>();
+  for (const [key, value] of Object.entries(selector)) {
+    if (key === '$and' || key === '$or' || key === '$nor') {
+      if (!Array.isArray(value)) return 'all';
+      for (const clause of value as Document[]) {
+        const inner = selectorFields(clause);
+        if (inner === 'all') return 'all';
+        for (const f of inner) out.add(f);
+      }
+    } else if (key.startsWith('$')) {
+      return 'all'; // $where, $expr, $text, $comment...: anything may matter
+    } else {
+      out.add(key.split('.')[0]!);
+    }
+  }
+  return out;
 }
 
 const NON_INCREMENTAL = new Set(['$where', '$near', '$nearSphere', '$text', '$expr']);
@@ -38,7 +60,7 @@ function usesOperator(value: unknown, operators: Set<string>): boolean {
 }
 
 export function compileSelector(selector: Document): Matcher {
-  if (Object.keys(selector).length === 0) return { test: () => true, matchesAll: true, incremental: true };
+  if (Object.keys(selector).length === 0) return { test: () => true, matchesAll: true, incremental: true, fields: new Set() };
   let query: Query;
   try {
     query = new Query(selector, {});
@@ -49,6 +71,7 @@ export function compileSelector(selector: Document): Matcher {
     test: (doc) => query.test(doc),
     matchesAll: false,
     incremental: !usesOperator(selector, NON_INCREMENTAL),
+    fields: selectorFields(selector),
   };
 }
 

@@ -16,6 +16,12 @@ export interface DocumentChange {
   readonly id: unknown;
   /** The whole document after an insert or update, when the source carries it. */
   readonly doc?: Document;
+  /**
+   * For an update without `doc`: the update as the source saw it (`$set`,
+   * `$unset`, ... with dotted paths), applied to the live query's copy of the
+   * document when it has one. Without either, the document is read by `_id`.
+   */
+  readonly modifier?: Document;
 }
 
 /** "Anything in this collection may have changed": the listener must re-read (after a gap, a drop, a reconnect). */
@@ -39,4 +45,10 @@ export interface ChangeSource {
    * been delivered to every listener; a number when that has already happened.
    */
   delivered(token: unknown): number | Promise<number>;
+  /**
+   * Resolves once changes of `collection` are being received, for sources that
+   * start receiving some time after `watch` (a change stream opening). A live
+   * query reads its initial result only after this, so no change falls between.
+   */
+  ready?(collection: string): Promise<void>;
 }

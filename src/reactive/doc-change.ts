@@ -15,7 +15,7 @@ export class ResultEntry {
     /** The DDP id string (`idStringify(id)`). */
     readonly key: string,
     public fields: Fields,
-    /** The whole document, kept only where ordering needs fields that are not published. */
+    /** The whole document as last seen: for sorting, and for applying updates reported as modifiers. */
     public doc?: Record<string, unknown>,
   ) {}
 

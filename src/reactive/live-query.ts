@@ -16,6 +16,7 @@ import type { Document, QuerySpec } from '../data/types.js';
 import { idStringify } from '../ddp/ids.js';
 import type { Logger } from '../log.js';
 import { liveQueryMetrics } from '../metrics/live-queries.js';
+import { applyModifier, parseModifier } from '../query/modifier.js';
 import { compileProjection, type Projector } from '../query/projection.js';
 import { compileSelector, type Matcher } from '../query/selector.js';
 import { compileStableSort, type Comparator } from '../query/sort.js';
@@ -30,6 +31,9 @@ export interface LiveQueryObserver {
 
 export type Strategy = 'set' | 'window' | 'requery';
 
+/** Update operators whose repetition leaves the document as once applied. */
+const IDEMPOTENT_OPERATORS = new Set(['$set', '$unset', '$addToSet', '$pull', '$pullAll', '$min', '$max']);
+
 export interface LiveQueryOptions {
   /** Minimum time between two re-runs of a `requery` live query. */
   requeryThrottleMs: number;
@@ -37,6 +41,10 @@ export interface LiveQueryOptions {
   windowBuffer: number;
   /** Reads one document after change `seq`; reads of the same document for the same change are shared. */
   fetchDocument(id: unknown, seq: number): Promise<Document | undefined>;
+  /** Changes that may wait while the query is busy; beyond that it drops them and re-reads (it has fallen behind). */
+  maxQueued: number;
+  /** Resolves when the change source receives this collection's changes (see ChangeSource.ready). */
+  sourceReady(): Promise<void> | undefined;
   log: Logger;
 }
 
@@ -70,6 +78,7 @@ export class LiveQuery {
   private requeryWanted = false;
   private requeryTimer: NodeJS.Timeout | undefined;
   private lastRequeryAt = 0;
+  private failedRequeries = 0;
   /** Every event or re-query request takes a ticket; `settled` waits for the tickets issued before it. */
   private ticket = 0;
   private doneTicket = 0;
@@ -151,6 +160,12 @@ export class LiveQuery {
     liveQueryMetrics.changesSeen.inc();
     const ticket = ++this.ticket;
     if (this.state === 'loading' || this.busy) {
+      if (this.queue.length >= this.options.maxQueued) {
+        // Too far behind to catch up change by change: one re-read replaces them all.
+        this.options.log.warn('live query fell behind its change feed; re-reading it', { collection: this.collection, queued: this.queue.length });
+        this.queue = [{ seq: event.seq, collection: this.collection, op: 'resync', reason: 'fell behind' }];
+        return;
+      }
       this.queue.push(event);
       return;
     }
@@ -175,6 +190,7 @@ export class LiveQuery {
   private async load(): Promise<void> {
     const spec = this.loadSpec();
     try {
+      await this.options.sourceReady();
       const { docs, position } = await this.driver.find(spec);
       liveQueryMetrics.docsRead.inc(docs.length);
       if (this.state === 'stopped') return;
@@ -194,7 +210,9 @@ export class LiveQuery {
   private scheduleRequery(): void {
     this.requeryWanted = true;
     if (this.busy || this.requeryTimer) return;
-    const wait = Math.max(0, this.lastRequeryAt + this.options.requeryThrottleMs - Date.now());
+    // After failures (database down) wait longer each time, up to 5 s.
+    const backoff = this.failedRequeries ? Math.min(5000, 100 * 2 ** this.failedRequeries) : this.options.requeryThrottleMs;
+    const wait = Math.max(0, this.lastRequeryAt + backoff - Date.now());
     this.requeryTimer = setTimeout(() => {
       this.requeryTimer = undefined;
       void this.requery();
@@ -215,8 +233,11 @@ export class LiveQuery {
       if (this.state !== 'ready') return;
       this.resetTo(docs, spec.limit);
       this.doneTicket = Math.max(this.doneTicket, covers);
+      if (this.failedRequeries) this.options.log.info('live query re-read again after failures', { collection: this.collection });
+      this.failedRequeries = 0;
     } catch (error) {
-      this.options.log.error('live query re-run failed; retrying', { collection: this.collection, error });
+      if (!this.failedRequeries) this.options.log.warn('live query could not re-read; retrying with backoff', { collection: this.collection, error: (error as Error).message });
+      this.failedRequeries++;
       this.requeryWanted = true;
     } finally {
       this.busy = false;
@@ -268,6 +289,8 @@ export class LiveQuery {
         this.applyDocument(key, event.id, undefined);
       } else if (event.doc) {
         this.applyDocument(key, event.id, event.doc);
+      } else if (event.modifier) {
+        this.applyUpdate(key, event.id, event.modifier, event.seq);
       } else {
         this.fetchAndApply(key, event.id, event.seq);
       }
@@ -276,6 +299,50 @@ export class LiveQuery {
       this.options.log.warn('live query could not apply a change; re-running it', { collection: this.collection, error });
       this.scheduleRequery();
     }
+  }
+
+  /**
+   * An update the feed reported as a modifier: applied to our copy when we hold
+   * the document; otherwise read only if it could bring the document in.
+   */
+  private applyUpdate(key: string, id: unknown, modifier: Document, seq: number): void {
+    const known = this.strategy === 'window' ? this.inOrdered.get(key) : this.published.get(key);
+    // Our copy may already include this update (it came from a query or read made after
+    // it): re-applying $set/$unset converges, re-applying $inc or $push would not.
+    if (known?.doc && !Object.keys(modifier).every((op) => IDEMPOTENT_OPERATORS.has(op))) {
+      this.fetchAndApply(key, id, seq);
+      return;
+    }
+    if (known?.doc) {
+      let next: Document;
+      try {
+        next = applyModifier(known.doc, parseModifier(modifier), { selector: { _id: id }, inserting: false });
+      } catch {
+        this.fetchAndApply(key, id, seq); // an update our copy cannot take (positional, unknown operator): read it
+        return;
+      }
+      this.applyDocument(key, id, next);
+    } else if (this.couldEnter(modifier)) {
+      this.fetchAndApply(key, id, seq);
+    }
+  }
+
+  /** Whether an update of a document outside the result could bring it in: it touches a field the selector or sort reads. */
+  private couldEnter(modifier: Document): boolean {
+    const read = this.matcher.fields;
+    if (read === 'all') return true;
+    const sortFields = this.spec.sort?.map(([path]) => path.split('.')[0]!) ?? [];
+    for (const [op, args] of Object.entries(modifier)) {
+      if (typeof args !== 'object' || args === null) return true;
+      for (const [path, value] of Object.entries(args as Document)) {
+        const fields = op === '$rename' ? [path, String(value)] : [path];
+        for (const field of fields) {
+          const top = field.split('.')[0]!;
+          if (read.has(top) || sortFields.includes(top)) return true;
+        }
+      }
+    }
+    return false;
   }
 
   private fetchAndApply(key: string, id: unknown, seq: number): void {
@@ -316,8 +383,10 @@ export class LiveQuery {
     }
     const entry = this.published.get(key);
     if (matches) {
-      if (entry) this.change(entry, this.fieldsOf(doc));
-      else this.add(new ResultEntry(id, key, this.fieldsOf(doc)));
+      if (entry) {
+        entry.doc = doc;
+        this.change(entry, this.fieldsOf(doc));
+      } else this.add(new ResultEntry(id, key, this.fieldsOf(doc), doc));
     } else if (entry) {
       this.remove(entry);
     }
@@ -422,7 +491,7 @@ export class LiveQuery {
         const key = idStringify(doc._id);
         const known = this.inOrdered.get(key);
         const fields = this.fieldsOf(doc);
-        const entry = known && !DocChange.changed(this.collection, key, known.fields, fields) ? known : new ResultEntry(doc._id, key, fields);
+        const entry = known && !DocChange.changed(this.collection, key, known.fields, fields) ? known : new ResultEntry(doc._id, key, fields, doc);
         entry.doc = doc;
         return entry;
       });
@@ -450,8 +519,10 @@ export class LiveQuery {
       const key = idStringify(doc._id);
       seen.add(key);
       const entry = this.published.get(key);
-      if (entry) this.change(entry, this.fieldsOf(doc));
-      else this.add(new ResultEntry(doc._id, key, this.fieldsOf(doc)));
+      if (entry) {
+        entry.doc = doc;
+        this.change(entry, this.fieldsOf(doc));
+      } else this.add(new ResultEntry(doc._id, key, this.fieldsOf(doc), doc));
     }
     for (const entry of [...this.published.values()]) if (!seen.has(entry.key)) this.remove(entry);
   }

@@ -22,6 +22,8 @@ export interface RegistryOptions {
   requeryThrottleMs?: number;
   /** Extra documents a sorted, limited query keeps beyond its window. */
   windowBuffer?: number;
+  /** Changes a busy live query may queue before it gives up on them and re-reads (Meteor: 2000). */
+  maxQueuedChanges?: number;
 }
 
 interface CollectionWatch {
@@ -104,14 +106,7 @@ export class LiveQueryRegistry {
   }
 
   private start(key: string, spec: QuerySpec): LiveQuery {
-    const collection = this.driver.collection(spec.collection);
-    const query = new LiveQuery(key, spec, collection, {
-      requeryThrottleMs: this.options.requeryThrottleMs ?? 50,
-      windowBuffer: this.options.windowBuffer ?? Math.max(10, spec.limit ?? 0),
-      fetchDocument: (id, seq) => this.fetch(spec.collection, id, seq),
-      log: this.log,
-    });
-    this.queries.set(key, query);
+    // Watch first: the live query's initial read must not miss a change made meanwhile.
     let watch = this.collections.get(spec.collection);
     if (!watch) {
       const queries = new Set<LiveQuery>();
@@ -121,6 +116,15 @@ export class LiveQueryRegistry {
       watch = { queries, unwatch };
       this.collections.set(spec.collection, watch);
     }
+    const query = new LiveQuery(key, spec, this.driver.collection(spec.collection), {
+      requeryThrottleMs: this.options.requeryThrottleMs ?? 50,
+      windowBuffer: this.options.windowBuffer ?? Math.max(10, spec.limit ?? 0),
+      fetchDocument: (id, seq) => this.fetch(spec.collection, id, seq),
+      maxQueued: this.options.maxQueuedChanges ?? 2000,
+      sourceReady: () => this.driver.changes.ready?.(spec.collection),
+      log: this.log,
+    });
+    this.queries.set(key, query);
     watch.queries.add(query);
     liveQueryMetrics.created.inc();
     liveQueryMetrics.active.inc();

@@ -15,10 +15,10 @@ import type { ChangeOp } from '../../reactive/change-source.js';
 import { DuplicateKeyError, type CollectionDriver, type QueryResult, type WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange } from './indexes.js';
-import { applyModifier, assertValidDocument, buildUpsert, parseModifier } from './modifier.js';
+import { applyModifier, assertValidDocument, buildUpsert, parseModifier } from '../../query/modifier.js';
 import type { Mutation } from './records.js';
 import type { CollectionImage } from './snapshot.js';
-import { isOperatorObject } from './values.js';
+import { isOperatorObject } from '../../query/values.js';
 
 export interface Entry {
   mutation: Mutation;

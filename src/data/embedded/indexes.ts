@@ -8,7 +8,7 @@
 import { EJSON } from '../../ddp/ejson.js';
 import { DuplicateKeyError } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions } from '../types.js';
-import { isOperatorObject, isPlainObject } from './values.js';
+import { isOperatorObject, isPlainObject } from '../../query/values.js';
 
 export interface IndexSpec {
   readonly name: string;

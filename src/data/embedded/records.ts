@@ -6,7 +6,7 @@
 import type { Document } from '../types.js';
 import { EJSON } from '../../ddp/ejson.js';
 import type { IndexSpec } from './indexes.js';
-import { isPlainObject } from './values.js';
+import { isPlainObject } from '../../query/values.js';
 
 export type Mutation =
   | { op: 'put'; collection: string; doc: Document }

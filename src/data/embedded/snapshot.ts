@@ -11,7 +11,7 @@ import type { Document } from '../types.js';
 import { fsyncDir, listDataFiles, readLines, snapshotFileName } from './files.js';
 import type { IndexSpec } from './indexes.js';
 import { encodeLine, toMutation, type Mutation } from './records.js';
-import { isPlainObject } from './values.js';
+import { isPlainObject } from '../../query/values.js';
 
 const FORMAT = 'perseid-snapshot';
 const VERSION = 1;

@@ -1,4 +1,4 @@
-/** Value helpers shared by the index and modifier code. */
+/** Value classifications shared by query, update and index code. */
 
 /** A plain object (a sub-document), as opposed to an array, a Date, a binary or an ObjectID. */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -4,8 +4,8 @@
  * documents are never mutated: an update works on a clone.
  */
 import { update } from 'mingo';
-import { EJSON } from '../../ddp/ejson.js';
-import type { Document } from '../types.js';
+import { EJSON } from '../ddp/ejson.js';
+import type { Document } from '../data/types.js';
 import { isOperatorObject, isPlainObject } from './values.js';
 
 const OPERATORS = new Set([

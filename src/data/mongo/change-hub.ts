@@ -1,0 +1,168 @@
+/**
+ * The change source of the MongoDB driver. Feeders (a change stream, an oplog
+ * tailer, a poller) push events into it; it numbers them, hands them to the
+ * live queries watching each collection, and tells write fences when a write of
+ * this process has come back through the feeder.
+ *
+ * A write is known by the ids it touched and how many events it must produce
+ * (inserted + modified + deleted + upserted, from the write's result); the fence
+ * waits until that many events for those ids arrived after the write began.
+ * The stand-in servers return no operation time, so ids are what works on all
+ * of them; on any server a write the feeder never reports (a no-op the result
+ * mis-counted, a document changed twice) is released after `maxWaitMs`.
+ */
+import { idStringify } from '../../ddp/ids.js';
+import type { Logger } from '../../log.js';
+import type { ChangeEvent, ChangeListener, ChangeSource, DocumentChange } from '../../reactive/change-source.js';
+import type { Document } from '../types.js';
+
+export interface WriteToken {
+  collection: string;
+  /** idStringify keys of the documents the write touched. */
+  keys: string[];
+  /** Events the write produces. */
+  expect: number;
+  /** The hub position when the write began. */
+  after: number;
+}
+
+export interface ChangeHubOptions {
+  /** Longest a write fence waits for the feeder to report a write. */
+  maxWaitMs: number;
+  log: Logger;
+}
+
+interface Waiter {
+  token: WriteToken;
+  seen: number;
+  resolve(seq: number): void;
+  timer: NodeJS.Timeout;
+}
+
+/** How many recent events per collection are remembered for fences that start waiting late. */
+const RECENT_LIMIT = 10000;
+
+export class ChangeHub implements ChangeSource {
+  private seq = 0;
+  private readonly listeners = new Map<string, Set<ChangeListener>>();
+  private readonly recent = new Map<string, Array<{ seq: number; key: string }>>();
+  private waiters: Waiter[] = [];
+  /** Called when the set of watched collections changes, so feeders can adjust what they read. */
+  onWatchedChange: (collections: ReadonlySet<string>) => void = () => undefined;
+  /** Set by feeders that start receiving a collection's changes some time after it is watched. */
+  ready?: (collection: string) => Promise<void>;
+
+  constructor(
+    public name: string,
+    private readonly options: ChangeHubOptions,
+  ) {}
+
+  get position(): number {
+    return this.seq;
+  }
+
+  watched(): Set<string> {
+    return new Set(this.listeners.keys());
+  }
+
+  watch(collection: string, listener: ChangeListener): () => void {
+    let set = this.listeners.get(collection);
+    const added = !set;
+    if (!set) {
+      set = new Set();
+      this.listeners.set(collection, set);
+    }
+    set.add(listener);
+    if (added) this.onWatchedChange(this.watched());
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.listeners.get(collection) === set) {
+        this.listeners.delete(collection);
+        this.onWatchedChange(this.watched());
+      }
+    };
+  }
+
+  /** A document change observed by the feeder. */
+  emit(change: Omit<DocumentChange, 'seq'> & { modifier?: Document }): void {
+    const event = { ...change, seq: ++this.seq } as DocumentChange;
+    const key = idStringify(change.id);
+    let recent = this.recent.get(change.collection);
+    if (!recent) this.recent.set(change.collection, (recent = []));
+    recent.push({ seq: event.seq, key });
+    if (recent.length > RECENT_LIMIT) recent.splice(0, recent.length - RECENT_LIMIT);
+    this.deliver(event);
+    if (this.waiters.length) this.settleWaiters(change.collection, key, event.seq);
+  }
+
+  /** "Re-read everything" for one collection, or for all watched ones. */
+  resync(reason: string, collection?: string): void {
+    for (const name of collection ? [collection] : [...this.listeners.keys()]) {
+      this.deliver({ seq: ++this.seq, collection: name, op: 'resync', reason });
+    }
+    // After a gap nothing can be said of pending writes; the re-read covers them.
+    for (const waiter of this.waiters.splice(0)) {
+      clearTimeout(waiter.timer);
+      waiter.resolve(this.seq);
+    }
+  }
+
+  delivered(token: unknown): number | Promise<number> {
+    const t = token as WriteToken;
+    if (t.expect <= 0) return this.seq;
+    const keys = new Set(t.keys);
+    let seen = 0;
+    for (const entry of this.recent.get(t.collection) ?? []) if (entry.seq > t.after && keys.has(entry.key)) seen++;
+    if (seen >= t.expect) return this.seq;
+    return new Promise((resolve) => {
+      const waiter: Waiter = {
+        token: { ...t, keys: [...keys] },
+        seen,
+        resolve,
+        timer: setTimeout(() => {
+          this.waiters = this.waiters.filter((w) => w !== waiter);
+          this.options.log.debug('a write was not reported by the change feed in time; releasing its fence', {
+            collection: t.collection,
+            expected: t.expect,
+            seen: waiter.seen,
+            feed: this.name,
+          });
+          resolve(this.seq);
+        }, this.options.maxWaitMs),
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  close(): void {
+    for (const waiter of this.waiters.splice(0)) {
+      clearTimeout(waiter.timer);
+      waiter.resolve(this.seq);
+    }
+  }
+
+  private deliver(event: ChangeEvent): void {
+    const listeners = this.listeners.get(event.collection);
+    if (!listeners) return;
+    for (const listener of listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.options.log.error('a change listener failed', { collection: event.collection, error });
+      }
+    }
+  }
+
+  private settleWaiters(collection: string, key: string, seq: number): void {
+    const remaining: Waiter[] = [];
+    for (const waiter of this.waiters) {
+      if (waiter.token.collection === collection && waiter.token.keys.includes(key) && ++waiter.seen >= waiter.token.expect) {
+        clearTimeout(waiter.timer);
+        waiter.resolve(seq);
+      } else {
+        remaining.push(waiter);
+      }
+    }
+    this.waiters = remaining;
+  }
+}

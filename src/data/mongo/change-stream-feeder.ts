@@ -1,0 +1,215 @@
+/**
+ * Feeds the change hub from MongoDB change streams: one stream for the whole
+ * database, filtered on the server to the collections that have live queries
+ * (reopened, from its resume token, when that set changes), or, where the
+ * server only streams single collections (mongo-java-server), one stream per
+ * watched collection. A stream that fails is resumed from its token; when it
+ * cannot be (history lost), the live queries of its collections re-read.
+ *
+ * Each stream is read by a loop of tryNext(): MongoDB holds an empty read open
+ * (awaitData), but mongo-java-server answers it at once, and the driver's own
+ * event loop then spins a core; so an empty read that came back quickly is
+ * followed by a pause (20 ms, growing to 200 ms while idle; cut short by a
+ * write of this process).
+ */
+import type { ChangeStream, ChangeStreamDocument, Db, Document as BsonDocument } from 'mongodb';
+import type { Logger } from '../../log.js';
+import type { Document } from '../types.js';
+import type { ChangeHub } from './change-hub.js';
+import { fromMongo, fromMongoDocument } from './values.js';
+
+export type StreamScope = 'database' | 'collection';
+
+const RETRY_MS = [100, 500, 2000, 5000];
+const HISTORY_LOST = new Set([280, 286]); // ChangeStreamFatalError, ChangeStreamHistoryLost
+
+interface OpenStream {
+  stream: ChangeStream;
+  /** Resolves once the server has accepted the stream (its first round trip). */
+  opened: Promise<void>;
+  /** Ends a pause between empty reads early. */
+  wake(): void;
+}
+
+const QUICK_EMPTY_MS = 50;
+const MIN_PAUSE_MS = 20;
+const MAX_PAUSE_MS = 200;
+
+/** Turns an update description into a modifier our copies can take ($set / $unset with dotted paths). */
+function modifierOf(description: { updatedFields?: BsonDocument; removedFields?: string[]; truncatedArrays?: unknown[] } | undefined): Document | undefined {
+  if (!description || (description.truncatedArrays && description.truncatedArrays.length > 0)) return undefined;
+  const modifier: Document = {};
+  if (description.updatedFields && Object.keys(description.updatedFields).length) modifier.$set = fromMongo(description.updatedFields);
+  if (description.removedFields?.length) modifier.$unset = Object.fromEntries(description.removedFields.map((f) => [f, '']));
+  return Object.keys(modifier).length ? modifier : undefined;
+}
+
+export class ChangeStreamFeeder {
+  private readonly streams = new Map<string, OpenStream>();
+  /** Resume token per stream ('' is the database stream). */
+  private readonly tokens = new Map<string, unknown>();
+  private reopenTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private failures = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly hub: ChangeHub,
+    private readonly scope: StreamScope,
+    private readonly log: Logger,
+  ) {
+    hub.onWatchedChange = (collections) => this.adjust(collections);
+  }
+
+  /** Resolves once changes of `collection` are being streamed (live queries read only after that, so none is missed). */
+  async streaming(collection: string): Promise<void> {
+    const key = this.scope === 'database' ? '' : collection;
+    for (let i = 0; i < 100 && !this.streams.has(key); i++) await new Promise((r) => setTimeout(r, 5));
+    await this.streams.get(key)?.opened;
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.reopenTimer);
+    for (const { stream } of this.streams.values()) void stream.close().catch(() => undefined);
+    this.streams.clear();
+  }
+
+  private adjust(collections: ReadonlySet<string>): void {
+    if (this.closed) return;
+    if (this.scope === 'database') {
+      this.reopen('');
+      return;
+    }
+    for (const name of collections) if (!this.streams.has(name)) this.open(name);
+    for (const [name, { stream }] of this.streams) {
+      if (!collections.has(name)) {
+        this.streams.delete(name);
+        this.tokens.delete(name);
+        void stream.close().catch(() => undefined);
+      }
+    }
+  }
+
+  /** Replaces the database stream (debounced), resuming where the old one stopped. */
+  private reopen(key: string): void {
+    clearTimeout(this.reopenTimer);
+    this.reopenTimer = setTimeout(() => {
+      const old = this.streams.get(key);
+      this.streams.delete(key);
+      if (old) void old.stream.close().catch(() => undefined);
+      if (this.scope === 'database' && this.hub.watched().size === 0) return;
+      this.open(key);
+    }, 10);
+  }
+
+  private open(key: string): void {
+    const watched = [...this.hub.watched()];
+    const pipeline = this.scope === 'database' ? [{ $match: { 'ns.coll': { $in: watched } } }] : [];
+    const options: BsonDocument = {};
+    // mongo-java-server's update events carry no usable id without the looked-up document.
+    if (this.scope === 'collection') options.fullDocument = 'updateLookup';
+    const token = this.tokens.get(key);
+    if (token) options.startAfter = token;
+    const stream = (this.scope === 'database' ? this.db.watch(pipeline, options) : this.db.collection(key).watch(pipeline, options)) as ChangeStream;
+    let markOpened!: () => void;
+    const opened = new Promise<void>((resolve) => (markOpened = resolve));
+    let wakeTimer: (() => void) | undefined;
+    const entry: OpenStream = { stream, opened, wake: () => wakeTimer?.() };
+    this.streams.set(key, entry);
+    void this.pump(key, entry, markOpened, (wake) => (wakeTimer = wake));
+  }
+
+  /** Wakes the streams of `collection` now (this process just wrote to it). */
+  poke(collection: string): void {
+    this.streams.get(this.scope === 'database' ? '' : collection)?.wake();
+  }
+
+  private async pump(key: string, entry: OpenStream, markOpened: () => void, setWake: (wake: () => void) => void): Promise<void> {
+    const { stream } = entry;
+    let pause = MIN_PAUSE_MS;
+    try {
+      while (!this.closed && this.streams.get(key) === entry) {
+        const started = Date.now();
+        const event = await stream.tryNext();
+        markOpened();
+        if (event) {
+          this.failures = 0;
+          pause = MIN_PAUSE_MS;
+          this.tokens.set(key, event._id);
+          this.handle(event as ChangeStreamDocument, key);
+        } else if (Date.now() - started < QUICK_EMPTY_MS) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, pause);
+            setWake(() => {
+              clearTimeout(timer);
+              resolve();
+            });
+          });
+          pause = Math.min(MAX_PAUSE_MS, pause * 2);
+        }
+      }
+    } catch (error) {
+      markOpened();
+      this.failed(key, stream, error as Error & { code?: number });
+    }
+  }
+
+  private handle(event: ChangeStreamDocument, key: string): void {
+    const collection = 'ns' in event && event.ns && 'coll' in event.ns ? event.ns.coll : key;
+    switch (event.operationType) {
+      case 'insert':
+        this.hub.emit({ collection, op: 'insert', id: fromMongo(event.documentKey._id), doc: fromMongoDocument(event.fullDocument) });
+        return;
+      case 'replace':
+      case 'update': {
+        const full = event.fullDocument ? fromMongoDocument(event.fullDocument) : undefined;
+        // mongo-java-server puts the update spec in documentKey; the looked-up document has the id.
+        const keyDoc = event.documentKey as BsonDocument | undefined;
+        const id = keyDoc && '_id' in keyDoc ? fromMongo(keyDoc._id) : full?._id;
+        if (id === undefined) {
+          this.hub.resync('an update event without a document id', collection);
+          return;
+        }
+        if (full) this.hub.emit({ collection, op: 'update', id, doc: full });
+        else this.hub.emit({ collection, op: 'update', id, modifier: event.operationType === 'update' ? modifierOf(event.updateDescription) : undefined });
+        return;
+      }
+      case 'delete':
+        this.hub.emit({ collection, op: 'remove', id: fromMongo(event.documentKey._id) });
+        return;
+      case 'drop':
+      case 'rename':
+      case 'dropDatabase':
+      case 'invalidate':
+        this.hub.resync(`change stream ${event.operationType}`, this.scope === 'database' ? undefined : collection);
+        if (event.operationType === 'invalidate') this.retry(key, true);
+        return;
+      default:
+        return;
+    }
+  }
+
+  private failed(key: string, stream: ChangeStream, error: Error & { code?: number }): void {
+    if (this.closed || this.streams.get(key)?.stream !== stream) return;
+    const historyLost = error.code !== undefined && HISTORY_LOST.has(error.code);
+    this.log.warn('change stream failed; reopening it', { collection: key || '(database)', error: error.message, resume: !historyLost });
+    this.retry(key, historyLost);
+  }
+
+  private retry(key: string, fresh: boolean): void {
+    const entry = this.streams.get(key);
+    this.streams.delete(key);
+    if (entry) void entry.stream.close().catch(() => undefined);
+    if (fresh) this.tokens.delete(key);
+    const delay = RETRY_MS[Math.min(this.failures++, RETRY_MS.length - 1)]!;
+    setTimeout(() => {
+      if (this.closed) return;
+      this.open(key);
+      // The resume token avoids a gap on a healthy replica set, but a server that
+      // restarted without its history resumes silently from nowhere: re-read as
+      // well, once the new stream is open, so nothing is missed either way.
+      void this.streams.get(key)?.opened.then(() => this.hub.resync(fresh ? 'change stream history lost' : 'change stream reopened', this.scope === 'database' ? undefined : key));
+    }, delay).unref();
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * One MongoDB collection behind the collection API, through the official
+ * driver. Every write returns a token naming the documents it touched and how
+ * many change events it produces, so the method's write fence can wait for the
+ * change feed to bring them back (see change-hub.ts).
+ */
+import type { Collection as RawCollection, Document as BsonDocument } from 'mongodb';
+import { idStringify } from '../../ddp/ids.js';
+import { selectorIds } from '../../query/selector.js';
+import type { CollectionDriver, QueryResult, WriteOutcome } from '../driver.js';
+import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
+import type { ChangeHub, WriteToken } from './change-hub.js';
+import { fromMongoDocument, toMongo } from './values.js';
+
+export interface MongoCollectionHost {
+  readonly hub: ChangeHub;
+  /** Whether fences need the ids a multi-document write touched (false when polling: it re-reads anyway). */
+  readonly tracksIds: boolean;
+  /** Tells the feeder this process wrote to `collection` (the poller re-reads at once). */
+  ownWrite(collection: string): void;
+  /** Counts documents read from MongoDB, for the metrics. */
+  countRead(n: number): void;
+  /** Wraps driver errors (network, server selection) in errors the caller can act on. */
+  translate(error: unknown): Error;
+}
+
+function isOperatorModifier(modifier: Document): boolean {
+  const keys = Object.keys(modifier);
+  return keys.length > 0 && keys.every((k) => k.startsWith('$'));
+}
+
+export class MongoCollection implements CollectionDriver {
+  constructor(
+    readonly name: string,
+    private readonly raw: RawCollection,
+    private readonly host: MongoCollectionHost,
+  ) {}
+
+  async insert(doc: Document): Promise<WriteOutcome> {
+    const after = this.host.hub.position;
+    await this.call(() => this.raw.insertOne(toMongo(doc) as BsonDocument));
+    return { token: this.token([doc._id], 1, after) };
+  }
+
+  async update(selector: Document, modifier: Document, options: UpdateOptions): Promise<UpdateResult & WriteOutcome> {
+    const after = this.host.hub.position;
+    const filter = toMongo(selector) as BsonDocument;
+    let change = toMongo(modifier) as BsonDocument;
+    const operators = isOperatorModifier(modifier);
+    if (options.upsert && options.insertedId !== undefined && !('_id' in selector)) {
+      // As Meteor does, an upsert inserts with the id the caller chose (a stub predicts the same one).
+      const _id = toMongo(options.insertedId);
+      change = operators ? { ...change, $setOnInsert: { ...(change.$setOnInsert as BsonDocument | undefined), _id } } : { _id, ...change };
+    }
+    const ids = await this.touchedIds(selector, filter, options.multi === true);
+    const result = await this.call(() => {
+      if (!operators) return this.raw.replaceOne(filter, change, { upsert: options.upsert });
+      return options.multi ? this.raw.updateMany(filter, change, { upsert: options.upsert }) : this.raw.updateOne(filter, change, { upsert: options.upsert });
+    });
+    const upserted = result.upsertedCount > 0 ? [result.upsertedId] : [];
+    const out: UpdateResult & WriteOutcome = {
+      numberAffected: result.matchedCount + result.upsertedCount,
+      token: this.token([...ids, ...upserted.map((id) => (id === null ? null : toMongo(id)))], result.modifiedCount + result.upsertedCount, after, ids.length === 0),
+    };
+    if (upserted.length) out.insertedId = options.insertedId ?? upserted[0];
+    return out;
+  }
+
+  async remove(selector: Document): Promise<{ removed: number } & WriteOutcome> {
+    const after = this.host.hub.position;
+    const filter = toMongo(selector) as BsonDocument;
+    const ids = await this.touchedIds(selector, filter, true);
+    const result = await this.call(() => this.raw.deleteMany(filter));
+    return { removed: result.deletedCount, token: this.token(ids, result.deletedCount, after, ids.length === 0) };
+  }
+
+  async find(query: QuerySpec): Promise<QueryResult> {
+    const cursor = this.raw.find(toMongo(query.selector) as BsonDocument, {
+      sort: query.sort ? (query.sort.map(([path, dir]) => [path, dir]) as Array<[string, 1 | -1]>) : undefined,
+      skip: query.skip,
+      limit: query.limit,
+      projection: query.projection,
+    });
+    const docs = await this.call(() => cursor.toArray());
+    this.host.countRead(docs.length);
+    return { docs: docs.map((doc) => fromMongoDocument(doc)) };
+  }
+
+  async count(query: QuerySpec): Promise<number> {
+    return this.call(() => this.raw.countDocuments(toMongo(query.selector) as BsonDocument, { skip: query.skip, limit: query.limit }));
+  }
+
+  async createIndex(keys: IndexKeys, options: IndexOptions = {}): Promise<string> {
+    const spec: { unique?: boolean; sparse?: boolean; name?: string } = {};
+    if (options.unique) spec.unique = true;
+    if (options.sparse) spec.sparse = true;
+    if (options.name) spec.name = options.name;
+    return this.call(() => this.raw.createIndex(keys, spec));
+  }
+
+  async dropIndex(name: string): Promise<void> {
+    await this.call(() => this.raw.dropIndex(name));
+  }
+
+  async drop(): Promise<void> {
+    await this.call(async () => {
+      try {
+        await this.raw.drop();
+      } catch (error) {
+        if ((error as { codeName?: string }).codeName !== 'NamespaceNotFound') throw error;
+      }
+    });
+    // Drops are not reported the same way by every feed; the live queries re-read instead.
+    this.host.hub.resync('collection dropped', this.name);
+  }
+
+  /**
+   * The ids a write will touch, for the fence: named in the selector, or (when
+   * the feed reports by id and the write may touch several) read first.
+   */
+  private async touchedIds(selector: Document, filter: BsonDocument, multi: boolean): Promise<unknown[]> {
+    const named = selectorIds(selector);
+    if (named) return named;
+    if (!this.host.tracksIds) return [];
+    const docs = await this.call(() => this.raw.find(filter, { projection: { _id: 1 }, limit: multi ? 0 : 1 }).toArray());
+    this.host.countRead(docs.length);
+    return docs.map((d) => fromMongoDocument(d)._id);
+  }
+
+  private token(ids: unknown[], expect: number, after: number, unknownIds = false): WriteToken {
+    this.host.ownWrite(this.name);
+    // With no ids to look for (polling), there is nothing to wait for here: the re-read is the fence.
+    return { collection: this.name, keys: ids.map(idStringify), expect: unknownIds && !this.host.tracksIds ? 0 : expect, after };
+  }
+
+  private async call<T>(operation: () => Promise<T>): Promise<T> {
+    try {
+      return await operation();
+    } catch (error) {
+      throw this.host.translate(error);
+    }
+  }
+}

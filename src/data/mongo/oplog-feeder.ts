@@ -1,0 +1,169 @@
+/**
+ * Feeds the change hub by tailing the replica set's oplog (`local.oplog.rs` on
+ * MONGO_OPLOG_URL), as Meteor's oplog driver does.
+ *
+ * The stand-ins close tailable cursors after every batch, so this re-reads on a
+ * short interval: right after this process writes, and at most `intervalMs`
+ * later otherwise, backing off while nothing happens. Each read starts a second
+ * before the newest entry seen and skips entries already seen, because FerretDB
+ * may commit entries out of timestamp order. Entry shapes handled: inserts,
+ * deletes, updates as operators ($set, $inc, ...), as MongoDB 5's `$v: 2`
+ * diffs, as replacements, and FerretDB's whole-document `$set`; drops re-read.
+ */
+import { Timestamp, type Collection, type Document as BsonDocument } from 'mongodb';
+import type { Logger } from '../../log.js';
+import type { Document } from '../types.js';
+import type { ChangeHub } from './change-hub.js';
+import { fromMongo, fromMongoDocument } from './values.js';
+
+export interface OplogFeederOptions {
+  /** Longest pause between two reads when nothing happens (ms). */
+  maxIntervalMs: number;
+  /** Pause after a read that found entries (ms). */
+  minIntervalMs: number;
+}
+
+interface OplogEntry {
+  _id?: unknown;
+  ts: Timestamp;
+  op: 'i' | 'u' | 'd' | 'c' | 'n';
+  ns: string;
+  o: BsonDocument;
+  o2?: BsonDocument;
+}
+
+/** MongoDB 5's `$v: 2` update diff as $set/$unset; undefined when it touches arrays (then the document is read). */
+export function diffToModifier(diff: BsonDocument, prefix = '', out: { $set: BsonDocument; $unset: BsonDocument } = { $set: {}, $unset: {} }): typeof out | undefined {
+  for (const [key, value] of Object.entries(diff)) {
+    if (key === 'u' || key === 'i') for (const [field, v] of Object.entries(value as BsonDocument)) out.$set[prefix + field] = v;
+    else if (key === 'd') for (const field of Object.keys(value as BsonDocument)) out.$unset[prefix + field] = '';
+    else if (key.startsWith('s')) {
+      const sub = value as BsonDocument;
+      if (sub.a === true) return undefined;
+      if (!diffToModifier(sub, `${prefix}${key.slice(1)}.`, out)) return undefined;
+    } else if (key !== 'a') return undefined;
+  }
+  return out;
+}
+
+export class OplogFeeder {
+  private lastTs: Timestamp | undefined;
+  /** Entries read in the overlap window, by _id, with their time, to skip them when read again. */
+  private readonly seen = new Map<string, number>();
+  private timer: NodeJS.Timeout | undefined;
+  private reading = false;
+  private again = false;
+  private idle = 0;
+  private closed = false;
+  private failing = false;
+
+  constructor(
+    private readonly oplog: Collection,
+    private readonly dbName: string,
+    private readonly hub: ChangeHub,
+    private readonly options: OplogFeederOptions,
+    private readonly log: Logger,
+  ) {
+    hub.onWatchedChange = () => this.poke();
+  }
+
+  /** Starts after the newest entry; nothing older is replayed. */
+  async start(): Promise<void> {
+    const [newest] = await this.oplog.find({}, { sort: { $natural: -1 }, limit: 1, projection: { ts: 1 } }).toArray();
+    this.lastTs = (newest?.ts as Timestamp | undefined) ?? new Timestamp({ t: Math.floor(Date.now() / 1000), i: 0 });
+    this.schedule(0);
+  }
+
+  /** Reads now (after a write of this process, or a new collection to watch). */
+  poke(): void {
+    this.idle = 0;
+    if (this.reading) this.again = true;
+    else this.schedule(0);
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+  }
+
+  private schedule(ms: number): void {
+    if (this.closed) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.read(), ms);
+    this.timer.unref();
+  }
+
+  private async read(): Promise<void> {
+    if (this.closed || this.reading) return;
+    this.reading = true;
+    let found = 0;
+    try {
+      const watched = [...this.hub.watched()];
+      if (watched.length > 0 && this.lastTs) {
+        const since = new Timestamp({ t: Math.max(0, this.lastTs.high - 1), i: 0 });
+        const namespaces = [...watched.map((c) => `${this.dbName}.${c}`), `${this.dbName}.$cmd`];
+        const entries = (await this.oplog.find({ ts: { $gt: since }, ns: { $in: namespaces } }).toArray()) as unknown as OplogEntry[];
+        entries.sort((a, b) => a.ts.compare(b.ts));
+        for (const entry of entries) {
+          const key = entry._id === undefined ? `${entry.ts.toString()}:${JSON.stringify(entry.o2 ?? entry.o)}` : String(entry._id);
+          if (this.seen.has(key)) continue;
+          this.seen.set(key, entry.ts.high);
+          if (entry.ts.greaterThan(this.lastTs)) this.lastTs = entry.ts;
+          this.apply(entry);
+          found++;
+        }
+        for (const [key, t] of this.seen) if (t < this.lastTs.high - 2) this.seen.delete(key);
+      }
+      if (this.failing) {
+        this.failing = false;
+        this.log.info('oplog readable again; live queries re-read what they may have missed');
+        this.hub.resync('oplog reconnected');
+      }
+    } catch (error) {
+      if (!this.failing) this.log.warn('reading the oplog failed; retrying', { error: (error as Error).message });
+      this.failing = true;
+    } finally {
+      this.reading = false;
+    }
+    this.idle = found > 0 ? 0 : this.idle + 1;
+    const pause = this.again ? 0 : Math.min(this.options.maxIntervalMs, this.options.minIntervalMs * 2 ** Math.min(this.idle, 8));
+    this.again = false;
+    this.schedule(this.failing ? 1000 : pause);
+  }
+
+  private apply(entry: OplogEntry): void {
+    const dot = entry.ns.indexOf('.');
+    const collection = entry.ns.slice(dot + 1);
+    switch (entry.op) {
+      case 'i':
+        this.hub.emit({ collection, op: 'insert', id: fromMongo(entry.o._id), doc: fromMongoDocument(entry.o) });
+        return;
+      case 'd':
+        this.hub.emit({ collection, op: 'remove', id: fromMongo(entry.o._id) });
+        return;
+      case 'u': {
+        const id = fromMongo(entry.o2?._id);
+        const { $v, ...update } = entry.o;
+        const keys = Object.keys(update);
+        if (keys.length > 0 && keys.every((k) => !k.startsWith('$'))) {
+          this.hub.emit({ collection, op: 'update', id, doc: fromMongoDocument(update) }); // a replacement
+        } else if ($v === 2 && update.diff) {
+          const modifier = diffToModifier(update.diff as BsonDocument);
+          this.hub.emit({ collection, op: 'update', id, modifier: modifier && (fromMongo(modifier) as Document) });
+        } else if (keys.length === 1 && keys[0] === '$set' && (update.$set as BsonDocument)._id !== undefined) {
+          // FerretDB logs every update as a $set of the whole new document.
+          this.hub.emit({ collection, op: 'update', id, doc: fromMongoDocument(update.$set as BsonDocument) });
+        } else {
+          this.hub.emit({ collection, op: 'update', id, modifier: fromMongo(update) as Document });
+        }
+        return;
+      }
+      case 'c':
+        if (entry.o.drop) this.hub.resync('collection dropped', String(entry.o.drop));
+        else if (entry.o.dropDatabase) this.hub.resync('database dropped');
+        return;
+      default:
+        return;
+    }
+  }
+}

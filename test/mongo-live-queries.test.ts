@@ -1,0 +1,229 @@
+/**
+ * Live queries on MongoDB-wire servers, through each change source the server
+ * supports: writes made through Perseid and by a plain `mongodb` client, sorted
+ * windows, shared queries, documents read per write, the write fence over DDP,
+ * and a database restart under a live query.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { MongoClient } from 'mongodb';
+import { startService, type RunningService } from '../scripts/services/control.js';
+import { Collection } from '../src/data/collection.js';
+import type { Database } from '../src/data/database.js';
+import type { Document, FindOptions } from '../src/data/types.js';
+import { EJSON } from '../src/ddp/ejson.js';
+import { liveQueryMetrics } from '../src/metrics/live-queries.js';
+import { createServer } from '../src/server/app.js';
+import { mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
+import { RawPeer } from './helpers.js';
+
+const { targets, missing } = await mongoTargets();
+if (targets.length === 0) {
+  describe('live queries on MongoDB-wire servers', { skip: `no MongoDB-wire server running (${missing.join(', ')})` }, () => undefined);
+}
+
+/** Keeps the result an observer has been told about. */
+async function mirror(collection: Collection, selector: Document = {}, options: FindOptions = {}) {
+  const docs = new Map<string, Document>();
+  const handle = await collection.find(selector, options).observeChangesAsync({
+    added: (id, fields) => docs.set(String(id), { ...fields }),
+    changed: (id, fields) => {
+      const doc = docs.get(String(id))!;
+      for (const [k, v] of Object.entries(fields)) {
+        if (v === undefined) delete doc[k];
+        else doc[k] = v;
+      }
+    },
+    removed: (id) => docs.delete(String(id)),
+  });
+  return { docs, stop: () => handle.stop() };
+}
+
+async function expected(collection: Collection, selector: Document = {}, options: FindOptions = {}): Promise<Map<string, Document>> {
+  const out = new Map<string, Document>();
+  for (const { _id, ...fields } of await collection.find(selector, options).fetchAsync()) out.set(String(_id), fields);
+  return out;
+}
+
+/** Waits until the observed result equals a fresh query (changes arrive asynchronously from the database). */
+async function converges(collection: Collection, seen: Map<string, Document>, selector: Document = {}, options: FindOptions = {}, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  // Maps are compared as plain objects: EJSON.equals sees no keys on a Map.
+  let want = await expected(collection, selector, options);
+  while (!EJSON.equals(Object.fromEntries(seen), Object.fromEntries(want))) {
+    if (Date.now() > deadline) assert.deepEqual(seen, want, 'the live query did not converge');
+    await new Promise((r) => setTimeout(r, 25));
+    want = await expected(collection, selector, options);
+  }
+}
+
+function liveSuite(target: DatabaseTarget): void {
+  describe(`live queries on ${target.label}`, () => {
+    let database: Database;
+    let url: string;
+    let dbName: string;
+    let cleanup: () => Promise<void>;
+    let external: MongoClient;
+    let n = 0;
+    const collection = () => new Collection(`live${++n}`, { database });
+
+    before(async () => {
+      const opened = await target.open();
+      ({ database, cleanup } = opened);
+      url = opened.url!;
+      dbName = opened.dbName!;
+      external = new MongoClient(url);
+      await external.connect();
+    });
+    after(async () => {
+      await external.close();
+      await cleanup();
+    });
+
+    it(`says which source serves its live queries`, () => {
+      const names: Record<string, string> = { 'change-stream': 'change stream', oplog: 'oplog tailing', poll: 'polling' };
+      assert.match(database.driver.changes.name, new RegExp(names[target.source]!));
+    });
+
+    it('follows this process\'s inserts, updates (matching and not), documents moving in and out, and removes', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', color: 'red', n: 1, other: 'x' });
+      const seen = await mirror(c, { color: 'red' }, { fields: { other: 0 } });
+      await c.insertAsync({ _id: 'b', color: 'red', n: 2 });
+      await c.insertAsync({ _id: 'c', color: 'blue', n: 3 });
+      await c.updateAsync('a', { $set: { n: 10 } });
+      await c.updateAsync('a', { $set: { other: 'y' } });
+      await c.updateAsync('c', { $set: { color: 'red' } });
+      await c.updateAsync('b', { $set: { color: 'green' } });
+      await c.updateAsync('a', { $inc: { n: 1 }, $unset: { other: '' } });
+      await c.removeAsync('c');
+      await converges(c, seen.docs, { color: 'red' }, { fields: { other: 0 } });
+      assert.deepEqual([...seen.docs.entries()], [['a', { color: 'red', n: 11 }]]);
+      seen.stop();
+    });
+
+    it('sees writes made by a plain mongodb client', async () => {
+      const c = collection();
+      const seen = await mirror(c, { kind: 'task' });
+      const raw = external.db(dbName).collection(c.name);
+      await raw.insertOne({ _id: 'x1' as never, kind: 'task', title: 'external' });
+      await raw.insertMany([{ _id: 'x2' as never, kind: 'task' }, { _id: 'x3' as never, kind: 'note' }]);
+      await raw.updateOne({ _id: 'x1' as never }, { $set: { title: 'edited' }, $push: { tags: 'a' } as never });
+      await raw.updateOne({ _id: 'x3' as never }, { $set: { kind: 'task' } });
+      await raw.replaceOne({ _id: 'x2' as never }, { kind: 'task', replaced: true });
+      await raw.deleteOne({ _id: 'x1' as never });
+      await converges(c, seen.docs, { kind: 'task' });
+      assert.deepEqual([...seen.docs.keys()].sort(), ['x2', 'x3']);
+      seen.stop();
+    });
+
+    it('keeps a sorted, limited window through changes', async () => {
+      const c = collection();
+      for (let i = 1; i <= 20; i++) await c.insertAsync({ _id: `w${i}`, n: i });
+      const options: FindOptions = { sort: { n: -1 }, limit: 4 };
+      const seen = await mirror(c, {}, options);
+      await c.removeAsync('w20');
+      await c.insertAsync({ _id: 'w99', n: 99 });
+      await c.updateAsync('w18', { $set: { n: 0 } });
+      await external.db(dbName).collection(c.name).updateOne({ _id: 'w5' as never }, { $set: { n: 50 } });
+      for (let i = 10; i <= 19; i++) await c.removeAsync(`w${i}`);
+      await converges(c, seen.docs, {}, options);
+      seen.stop();
+    });
+
+    it('shares one live query between many observers', async () => {
+      const c = collection();
+      const created = liveQueryMetrics.created.get();
+      const observers = await Promise.all(Array.from({ length: 20 }, () => mirror(c, { shared: true })));
+      assert.equal(liveQueryMetrics.created.get() - created, 1);
+      await c.insertAsync({ _id: 's', shared: true });
+      for (const o of observers) await converges(c, o.docs, { shared: true });
+      for (const o of observers) o.stop();
+    });
+
+    it('reads no document for an insert or a remove by id', { skip: target.source === 'poll' ? 'polling re-reads by design' : false }, async () => {
+      const c = collection();
+      const seen = await mirror(c, {});
+      await c.insertAsync({ _id: 'warm', n: 0 });
+      await converges(c, seen.docs);
+      const reads = liveQueryMetrics.databaseReads.get();
+      for (let i = 0; i < 10; i++) await c.insertAsync({ _id: `r${i}`, n: i });
+      for (let i = 0; i < 10; i++) await c.removeAsync(`r${i}`);
+      const during = liveQueryMetrics.databaseReads.get() - reads;
+      await converges(c, seen.docs);
+      assert.equal(during, 0, `documents read while inserting and removing: ${during}`);
+      seen.stop();
+    });
+
+    it('sends data before `updated` over DDP (the write fence)', async () => {
+      const c = collection();
+      const server = createServer();
+      server.methods({ add: (doc: unknown) => c.insertAsync(doc as Document), bump: (id: unknown) => c.updateAsync(id as string, { $inc: { n: 1 } }) });
+      server.publish('all', () => c.find());
+      const { port } = await server.listen(0);
+      try {
+        const peer = await RawPeer.connected(`ws://127.0.0.1:${port}/websocket`);
+        peer.send({ msg: 'sub', id: 's', name: 'all' });
+        await peer.next((m) => m.msg === 'ready');
+        for (let i = 0; i < 5; i++) {
+          const inserted = await peer.call(`i${i}`, 'add', [{ _id: `f${i}`, n: 0 }]);
+          const added = inserted.all.findIndex((m) => m.msg === 'added' && m.id === `f${i}`);
+          const updated = inserted.all.findIndex((m) => m.msg === 'updated');
+          assert.ok(added !== -1 && added < updated, JSON.stringify(inserted.all));
+          const bumped = await peer.call(`b${i}`, 'bump', [`f${i}`]);
+          const changed = bumped.all.findIndex((m) => m.msg === 'changed' && m.id === `f${i}`);
+          assert.ok(changed !== -1 && changed < bumped.all.findIndex((m) => m.msg === 'updated'), JSON.stringify(bumped.all));
+        }
+        peer.close();
+      } finally {
+        await server.close();
+      }
+    });
+  });
+}
+
+for (const target of targets) liveSuite(target);
+
+/** A private server instance, restarted under a live query; clients converge. */
+const restartCases: Array<{ server: 'mongo-java-server' | 'ferretdb'; source: 'change-stream' | 'oplog' }> = [
+  { server: 'mongo-java-server', source: 'change-stream' },
+  { server: 'ferretdb', source: 'oplog' },
+];
+for (const { server, source } of restartCases) {
+  const available = targets.some((t) => t.server === server);
+  describe(`${server} (${source}) restarted under a live query`, { skip: available ? false : `${server} is not available` }, () => {
+    let instance: RunningService;
+    before(async () => {
+      instance = await startService(server);
+    });
+    after(() => instance?.stop());
+
+    it('recovers after the server comes back, and clients converge', async () => {
+      const target = mongoTarget(server, instance.url, source);
+      const { database, cleanup } = await target.open();
+      try {
+        const c = new Collection('restarted', { database });
+        await c.insertAsync({ _id: 'before', n: 1 });
+        const seen = await mirror(c);
+        await converges(c, seen.docs);
+        await instance.restart();
+        // mongo-java-server keeps nothing in memory across a restart; FerretDB keeps its files.
+        const deadline = Date.now() + 20000;
+        for (;;) {
+          try {
+            await c.insertAsync({ _id: `after-${Date.now()}`, n: 2 });
+            break;
+          } catch (error) {
+            if (Date.now() > deadline) throw error;
+            await new Promise((r) => setTimeout(r, 200));
+          }
+        }
+        await converges(c, seen.docs, {}, {}, 20000);
+        assert.ok([...seen.docs.values()].some((d) => d.n === 2));
+        seen.stop();
+      } finally {
+        await cleanup().catch(() => undefined);
+      }
+    });
+  });
+}
