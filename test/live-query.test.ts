@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { Collection } from '../src/data/collection.js';
-import { openDatabase, type Database } from '../src/data/database.js';
+import { Database, openDatabase } from '../src/data/database.js';
 import type { Document, FindOptions } from '../src/data/types.js';
 import { clone, equals } from '../src/ddp/ejson.js';
 import { createWithSeeds } from '../src/ddp/random.js';
@@ -217,6 +217,31 @@ describe('live queries', () => {
     }
     for (const w of watchers) w.handle.stop();
   }
+
+  it('drops its queue and re-reads when changes pile up faster than it applies them', async () => {
+    // Hold the initial read open (a slow database) while changes arrive.
+    const held = new Database(database.driver, { maxQueuedChanges: 5 });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const driver = held.driver.collection(items.name);
+    const find = driver.find.bind(driver);
+    driver.find = async (query) => {
+      await gate;
+      return find(query);
+    };
+    const slow = new Collection(items.name, { database: held });
+    const fell = liveQueryMetrics.fellBehind.get();
+    const watching = watch(slow.find({}));
+    for (let i = 0; i < 50; i++) await items.insertAsync({ _id: `b${i}`, n: i });
+    release();
+    const w = await watching;
+    driver.find = find;
+    assert.ok(liveQueryMetrics.fellBehind.get() > fell, 'the queue overflowed');
+    await waitFor(async () => w.docs.size === 50);
+    assert.deepEqual(w.docs, await expected(items, {}, {}));
+    w.handle.stop();
+    held.liveQueries.stopAll();
+  });
 
   it('hands observers copies: mutating callback arguments changes nothing shared', async () => {
     await items.insertAsync({ _id: 'x', nested: { a: 1 } });

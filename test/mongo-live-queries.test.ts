@@ -227,3 +227,49 @@ for (const { server, source } of restartCases) {
     });
   });
 }
+
+describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  let instance: RunningService;
+  before(async () => {
+    instance = await startService('mongo-java-server');
+  });
+  after(() => instance?.stop());
+
+  it('answers methods with a clear 503 while it is down, and works again when it is back', async () => {
+    const { openDatabase } = await import('../src/data/database.js');
+    const database = await openDatabase({ mongoUrl: `${instance.url}gone`, changeSource: 'change-stream', serverSelectionTimeoutMs: 1000 });
+    const c = new Collection('gone', { database });
+    const server = createServer();
+    server.methods({ add: (doc: unknown) => c.insertAsync(doc as Document) });
+    server.publish('all', () => c.find());
+    const { port } = await server.listen(0);
+    try {
+      const peer = await RawPeer.connected(`ws://127.0.0.1:${port}/websocket`);
+      peer.send({ msg: 'sub', id: 's', name: 'all' });
+      await peer.next((m) => m.msg === 'ready');
+      await peer.call('1', 'add', [{ _id: 'kept' }]);
+      await instance.stop();
+      const down = await peer.call('2', 'add', [{ _id: 'lost' }]);
+      assert.deepEqual(down.result.error, {
+        isClientSafe: true,
+        error: 503,
+        reason: 'Database unavailable',
+        message: 'Database unavailable [503]',
+        errorType: 'Meteor.Error',
+      });
+      await instance.restart();
+      const deadline = Date.now() + 20000;
+      let back;
+      do {
+        back = await peer.call(`retry-${Date.now()}`, 'add', [{ _id: `back-${Date.now()}` }]);
+      } while (back.result.error && Date.now() < deadline && (await new Promise((r) => setTimeout(r, 200)), true));
+      assert.equal(back.result.error, undefined, 'writes work again');
+      // The server kept running, and the connection with it.
+      assert.equal(peer.closed, undefined);
+      peer.close();
+    } finally {
+      await server.close();
+      await database.close();
+    }
+  });
+});

@@ -4,6 +4,7 @@
  * environment: `MONGO_URL` for MongoDB, otherwise the embedded store in
  * `PERSEID_DATA_DIR` (default `.perseid/data`).
  */
+import { metrics } from '../metrics/registry.js';
 import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
 import type { StorageDriver } from './driver.js';
 import { openEmbeddedStore } from './embedded/store.js';
@@ -12,14 +13,20 @@ import { openMongoStore, type ChangeSourceChoice } from './mongo/store.js';
 export class Database {
   readonly liveQueries: LiveQueryRegistry;
 
+  private static opened = 0;
+  private readonly section: string;
+
   constructor(
     readonly driver: StorageDriver,
     options: RegistryOptions = {},
   ) {
     this.liveQueries = new LiveQueryRegistry(driver, options);
+    this.section = Database.opened++ === 0 ? 'liveQueries' : `liveQueries${Database.opened}`;
+    metrics.section(this.section, () => this.liveQueries.describe());
   }
 
   async close(): Promise<void> {
+    metrics.removeSection(this.section);
     this.liveQueries.stopAll();
     await this.driver.close();
   }
@@ -38,6 +45,8 @@ export interface DatabaseOptions extends RegistryOptions {
   changeSource?: ChangeSourceChoice;
   /** Re-read interval of polled queries (default PERSEID_POLL_INTERVAL_MS or 10000). */
   pollIntervalMs?: number;
+  /** How long a MongoDB operation waits for a reachable server before failing with 503 (default 10000). */
+  serverSelectionTimeoutMs?: number;
 }
 
 const CHANGE_SOURCES: ChangeSourceChoice[] = ['auto', 'change-stream', 'oplog', 'poll'];
@@ -52,6 +61,7 @@ export async function openDatabase(options: DatabaseOptions = {}): Promise<Datab
       oplogUrl: options.oplogUrl ?? process.env.MONGO_OPLOG_URL,
       changeSource,
       pollIntervalMs: options.pollIntervalMs ?? (Number(process.env.PERSEID_POLL_INTERVAL_MS) || undefined),
+      serverSelectionTimeoutMs: options.serverSelectionTimeoutMs,
     });
     return new Database(store, options);
   }

@@ -61,10 +61,13 @@ export class DuplicateKeyError extends Error {
  * a method that hits it answers 503 "Database unavailable", and the client may retry.
  */
 export class DatabaseUnavailableError extends DDPError {
-  constructor(detail: string, cause?: unknown) {
+  constructor(
+    /** What the driver said; for the server's log, not for clients. */
+    readonly detail: string,
+    cause?: unknown,
+  ) {
     super(503, 'Database unavailable');
     this.name = 'DatabaseUnavailableError';
-    this.message = `Database unavailable: ${detail}`;
     if (cause !== undefined) (this as { cause?: unknown }).cause = cause;
   }
 }

@@ -9,6 +9,7 @@ export const liveQueryMetrics = {
   observers: metrics.gauge('perseid_live_query_observers', 'Observers attached to live queries now'),
   docsRead: metrics.counter('perseid_live_query_documents_read_total', 'Documents read from the database by live queries'),
   databaseReads: metrics.counter('perseid_database_documents_read_total', 'Documents read from MongoDB, by anything (queries, live queries, fences)'),
+  fellBehind: metrics.counter('perseid_live_queries_fell_behind_total', 'Times a live query dropped its queued changes and re-read instead'),
   requeries: metrics.counter('perseid_live_query_requeries_total', 'Times a live query re-ran its query and diffed'),
   changesSeen: metrics.counter('perseid_live_query_changes_seen_total', 'Change events examined by live queries'),
   changesPublished: metrics.counter('perseid_live_query_changes_published_total', 'Document changes live queries passed to observers'),

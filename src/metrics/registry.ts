@@ -40,6 +40,23 @@ export class Gauge {
 
 export class MetricsRegistry {
   private readonly metrics = new Map<string, Counter | Gauge>();
+  private readonly sections = new Map<string, () => unknown>();
+
+  /** Adds a structured part to reports (e.g. the list of live queries), computed when read. */
+  section(name: string, describe: () => unknown): void {
+    this.sections.set(name, describe);
+  }
+
+  removeSection(name: string): void {
+    this.sections.delete(name);
+  }
+
+  /** Every section's current value, by name. */
+  describeSections(): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [name, describe] of this.sections) out[name] = describe();
+    return out;
+  }
 
   counter(name: string, help: string): Counter {
     return this.register(name, () => new Counter(name, help), Counter);

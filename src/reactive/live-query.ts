@@ -162,6 +162,7 @@ export class LiveQuery {
     if (this.state === 'loading' || this.busy) {
       if (this.queue.length >= this.options.maxQueued) {
         // Too far behind to catch up change by change: one re-read replaces them all.
+        liveQueryMetrics.fellBehind.inc();
         this.options.log.warn('live query fell behind its change feed; re-reading it', { collection: this.collection, queued: this.queue.length });
         this.queue = [{ seq: event.seq, collection: this.collection, op: 'resync', reason: 'fell behind' }];
         return;

@@ -90,6 +90,22 @@ export class LiveQueryRegistry {
     return [...this.queries.values()];
   }
 
+  /** What each live query is, what serves it and why: for the stats endpoint and the logs. */
+  describe(): Array<Record<string, unknown>> {
+    return this.list().map((q) => ({
+      collection: q.collection,
+      selector: q.spec.selector,
+      sort: q.spec.sort,
+      limit: q.spec.limit,
+      skip: q.spec.skip,
+      strategy: q.strategy,
+      why: q.reason,
+      source: this.driver.changes.name,
+      observers: q.observerCount,
+      documents: q.size,
+    }));
+  }
+
   stopAll(): void {
     for (const query of [...this.queries.values()]) this.drop(query);
   }
@@ -128,7 +144,8 @@ export class LiveQueryRegistry {
     watch.queries.add(query);
     liveQueryMetrics.created.inc();
     liveQueryMetrics.active.inc();
-    this.log.debug('live query started', {
+    // A query that re-runs on every change is a cost worth seeing without debug logs.
+    (query.strategy === 'requery' ? this.log.info : this.log.debug)('live query started', {
       collection: spec.collection,
       strategy: query.strategy,
       why: query.reason,

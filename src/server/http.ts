@@ -48,7 +48,7 @@ export class HttpRoutes {
     }
     if (path === '/perseid/stats') {
       res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-      res.end(JSON.stringify(metrics.snapshot()));
+      res.end(JSON.stringify({ ...metrics.snapshot(), ...metrics.describeSections() }));
       return;
     }
     if (path === '/perseid/client.js') {

@@ -273,6 +273,9 @@ export class Session implements SubscriptionHost {
     } catch (error) {
       const { error: clientError, expected } = toClientError(error);
       if (!expected) this.log.error('method failed', { method: message.method, session: this.id, error });
+      else if (typeof clientError.error === 'number' && clientError.error >= 500) {
+        this.log.warn('method failed', { method: message.method, reason: clientError.reason, detail: (error as { detail?: string }).detail });
+      }
       reply = { msg: 'result', id: message.id, error: clientError.toJSON() };
     }
     this.send(reply);

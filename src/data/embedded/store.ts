@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createLogger } from '../../log.js';
 import type { DocumentChange } from '../../reactive/change-source.js';
-import type { StorageDriver } from '../driver.js';
+import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
 import { WriteLogChanges } from './changes.js';
 import { EmbeddedCollection, type CollectionHost, type Entry } from './collection.js';
 import { logFileName } from './files.js';
@@ -161,7 +161,7 @@ export class EmbeddedStore implements StorageDriver {
   private assertWritable(): void {
     this.assertOpen();
     const failure = this.wal.failed;
-    if (failure) throw new Error(`The embedded store at ${this.dir} no longer accepts writes: ${failure.message}`, { cause: failure });
+    if (failure) throw new DatabaseUnavailableError(`the embedded store at ${this.dir} no longer accepts writes: ${(failure as DatabaseUnavailableError).detail ?? failure.message}`, failure);
   }
 
   /** Numbers applied mutations and queues them for the next log batch; resolves with the write's token. */

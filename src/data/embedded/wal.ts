@@ -13,6 +13,7 @@ import { closeSync, fdatasync, fstatSync, openSync, truncateSync, write } from '
 import { dirname } from 'node:path';
 import { promisify } from 'node:util';
 import type { Logger } from '../../log.js';
+import { DatabaseUnavailableError } from '../driver.js';
 import { fsyncDir, readLines } from './files.js';
 import { decodeRecord, type LogRecord } from './records.js';
 
@@ -127,7 +128,7 @@ export class WriteAheadLog<P> {
       if (this.options.fsync && data.length > 0) await fdatasyncAsync(fd);
       if (fd === this.fd) this.bytes += data.length;
     } catch (error) {
-      this.failure = new Error(`Writing the write-ahead log ${this.path} failed: ${(error as Error).message}`, { cause: error });
+      this.failure = new DatabaseUnavailableError(`writing the write-ahead log ${this.path} failed: ${(error as Error).message}`, error);
     } finally {
       this.writing = false;
       if (fd !== this.fd) closeSync(fd); // rotated away while this batch was being written
