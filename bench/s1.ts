@@ -5,11 +5,12 @@
  *
  * Usage: node dist/bench/s1.js [--rate 8] [--duration 60] [--think-ms 0] [--runs 3] [--targets perseid,fast,naive]
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { describeRun, fmt, onCore, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
 import { ProcessSampler } from './process-sampler.js';
 import { median } from './stats.js';
 import type { S1Result } from './s1-load.js';
@@ -53,7 +54,6 @@ for (const t of targets) {
   }
 }
 const runs = Number(values.runs);
-const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
 
 interface RunOutcome {
   target: string;
@@ -63,75 +63,27 @@ interface RunOutcome {
   messagesSent: number;
 }
 
-function pin(core: number, args: string[]): [string, string[]] {
-  return pinned ? ['taskset', ['-c', String(core), process.execPath, ...args]] : [process.execPath, args];
-}
-
-async function waitForHttp(port: number, path: string, deadline: number): Promise<void> {
-  while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}${path}`);
-      if (res.status < 500) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`server on port ${port} did not come up`);
-}
-
-function stopProcess(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-    setTimeout(() => child.kill('SIGKILL'), 5000).unref();
-  });
-}
-
 async function runOnce(target: string, port: number): Promise<RunOutcome> {
   const dataDir = mkdtempSync(join(tmpdir(), 'perseid-s1-'));
-  const [cmd, args] = pin(0, TARGETS[target]!(port, dataDir));
+  const [cmd, args] = onCore(0, TARGETS[target]!(port, dataDir));
   const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   try {
-    await waitForHttp(port, '/perseid/stats', Date.now() + 20000);
+    await waitForHttp(port, '/perseid/stats');
     const sampler = new ProcessSampler(server.pid!);
-    const [gcmd, gargs] = pin(1, [
-      'dist/bench/s1-load.js',
-      '--url',
-      `ws://127.0.0.1:${port}/websocket`,
-      '--rate',
-      values.rate!,
-      '--duration',
-      values.duration!,
-      '--think-ms',
-      values['think-ms']!,
-    ]);
-    const generator = spawn(gcmd, gargs, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    generator.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    const code = await new Promise<number>((resolve) => generator.on('exit', (c) => resolve(c ?? 1)));
+    const out = await runGenerator(
+      onCore(1, ['dist/bench/s1-load.js', '--url', `ws://127.0.0.1:${port}/websocket`, '--rate', values.rate!, '--duration', values.duration!, '--think-ms', values['think-ms']!]),
+    );
     const { cpuSeconds, peakRssMb } = sampler.stop();
-    if (code !== 0) throw new Error(`load generator exited with ${code}`);
-    const stats = (await (await fetch(`http://127.0.0.1:${port}/perseid/stats`)).json()) as Record<string, number>;
-    return {
-      target,
-      load: JSON.parse(out) as S1Result,
-      serverCpuSeconds: cpuSeconds,
-      peakRssMb,
-      messagesSent: stats.perseid_messages_sent_total ?? NaN,
-    };
+    const stats = await serverStats(port);
+    return { target, load: JSON.parse(out) as S1Result, serverCpuSeconds: cpuSeconds, peakRssMb, messagesSent: stats.perseid_messages_sent_total ?? NaN };
   } finally {
     await stopProcess(server);
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
-const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD']).stdout?.toString().trim() || 'unknown';
-const command = `node dist/bench/s1.js ${process.argv.slice(2).join(' ')}`.trim();
-console.log(`S1 tasks-reactive  rate ${values.rate}/s  duration ${values.duration}s  think ${values['think-ms']} ms  runs ${runs}`);
-console.log(`node ${process.version}  commit ${commit}  pinned ${pinned ? 'server core 0, load core 1' : 'no (taskset missing)'}`);
-console.log(`command: ${command}\n`);
+const { commit, command, header } = describeRun(`S1 tasks-reactive  rate ${values.rate}/s  duration ${values.duration}s  think ${values['think-ms']} ms  runs ${runs}`, 's1.js');
+console.log(header);
 
 const outcomes: RunOutcome[] = [];
 let port = 4100;
@@ -183,7 +135,6 @@ const rows: Row[] = targets.map((target) => {
 });
 
 const fast = rows.find((r) => r.target === 'fast');
-const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : '-');
 const table = [
   '| server | wall s | server CPU s | CPU % | peak RSS MB | p50 ms | p95 ms | p99 ms | max ms | completed | errors | messages sent | µs CPU / message | CPU × fast |',
   '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',

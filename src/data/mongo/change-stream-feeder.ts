@@ -32,6 +32,15 @@ interface OpenStream {
 }
 
 const QUICK_EMPTY_MS = 50;
+
+/**
+ * Events the stream already holds from its last read. The driver keeps its
+ * cursor internal; without it we read again, which costs one more round trip.
+ */
+function buffered(stream: ChangeStream): number {
+  const cursor = (stream as unknown as { cursor?: { bufferedCount?(): number } }).cursor;
+  return typeof cursor?.bufferedCount === 'function' ? cursor.bufferedCount() : 1;
+}
 const MIN_PAUSE_MS = 20;
 const MAX_PAUSE_MS = 200;
 
@@ -127,7 +136,10 @@ export class ChangeStreamFeeder {
 
   private async pump(key: string, entry: OpenStream, markOpened: () => void, setWake: (wake: () => void) => void): Promise<void> {
     const { stream } = entry;
+    // MongoDB holds an empty read open until data comes (awaitData): then there is no need to pause.
+    let serverWaits = false;
     let pause = MIN_PAUSE_MS;
+    let woken = false;
     try {
       while (!this.closed && this.streams.get(key) === entry) {
         const started = Date.now();
@@ -135,19 +147,26 @@ export class ChangeStreamFeeder {
         markOpened();
         if (event) {
           this.failures = 0;
-          pause = MIN_PAUSE_MS;
+          // Our own writes wake this loop anyway; only changes found by a timed read
+          // (made by others) keep the pause short.
+          if (!woken) pause = MIN_PAUSE_MS;
           this.tokens.set(key, event._id);
           this.handle(event as ChangeStreamDocument, key);
-        } else if (Date.now() - started < QUICK_EMPTY_MS) {
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, pause);
-            setWake(() => {
-              clearTimeout(timer);
-              resolve();
-            });
-          });
-          pause = Math.min(MAX_PAUSE_MS, pause * 2);
+          if (buffered(stream) > 0) continue;
+        } else if (Date.now() - started >= QUICK_EMPTY_MS) {
+          serverWaits = true;
         }
+        if (serverWaits) continue;
+        // A server that answers at once (mongo-java-server): read again after a pause that
+        // grows while nothing happens, or as soon as this process writes.
+        woken = await new Promise<boolean>((resolve) => {
+          const timer = setTimeout(() => resolve(false), pause);
+          setWake(() => {
+            clearTimeout(timer);
+            resolve(true);
+          });
+        });
+        if (!event || woken) pause = Math.min(MAX_PAUSE_MS, pause * 2);
       }
     } catch (error) {
       markOpened();

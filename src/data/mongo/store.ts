@@ -67,7 +67,7 @@ export class MongoStore implements StorageDriver {
   readonly log: Logger;
 
   private constructor(
-    private readonly client: MongoClient,
+    readonly client: MongoClient,
     private readonly db: Db,
     private readonly oplogClient: MongoClient | undefined,
     private readonly options: MongoStoreOptions,

@@ -1,0 +1,61 @@
+/** What every benchmark runner does: pin processes to cores, wait for servers, stop them, report the run. */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+
+export const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
+
+/** The command that runs `node args` on `core` (when taskset is there). */
+export function onCore(core: number, args: string[]): [string, string[]] {
+  return pinned ? ['taskset', ['-c', String(core), process.execPath, ...args]] : [process.execPath, args];
+}
+
+/** Moves an already running process (a database) to `core`. */
+export function pinProcess(pid: number, core: number): void {
+  if (pinned) spawnSync('taskset', ['-a', '-p', '-c', String(core), String(pid)], { stdio: 'ignore' });
+}
+
+export async function waitForHttp(port: number, path: string, timeoutMs = 20000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`);
+      if (res.status < 500) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`server on port ${port} did not come up`);
+}
+
+export function stopProcess(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+  });
+}
+
+/** Runs a load generator to completion and returns what it printed on stdout (its JSON result). */
+export async function runGenerator(command: [string, string[]]): Promise<string> {
+  const generator = spawn(command[0], command[1], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  generator.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  const code = await new Promise<number>((resolve) => generator.on('exit', (c) => resolve(c ?? 1)));
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  return out;
+}
+
+export async function serverStats(port: number): Promise<Record<string, number>> {
+  return (await (await fetch(`http://127.0.0.1:${port}/perseid/stats`)).json()) as Record<string, number>;
+}
+
+/** The header every result starts with: what ran, where, from which commit. */
+export function describeRun(title: string, script: string): { commit: string; command: string; header: string } {
+  const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD']).stdout?.toString().trim() || 'unknown';
+  const command = `node dist/bench/${script} ${process.argv.slice(2).join(' ')}`.trim();
+  const header = [title, `node ${process.version}  commit ${commit}  pinned ${pinned ? 'server core 0, load core 1' : 'no (taskset missing)'}`, `command: ${command}`, ''].join('\n');
+  return { commit, command, header };
+}
+
+export const fmt = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : '-');

@@ -1,0 +1,126 @@
+/**
+ * BENCHMARKS.md S4 (chat) on a MongoDB-wire server: Perseid with change-driven
+ * live queries against Perseid with poll-and-diff, in one run. Reports server
+ * CPU, database CPU and documents read from the database per second.
+ *
+ * Usage: node dist/bench/s4.js [--duration 180] [--database mongo-java-server|ferretdb]
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { startService, type RunningService } from '../scripts/services/control.js';
+import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
+import { ProcessSampler } from './process-sampler.js';
+import type { S4Result } from './s4-load.js';
+
+const HELP = `S4 chat: change-driven live queries vs poll-and-diff, side by side, on a MongoDB-wire server.
+
+Usage: s4 [options]
+  --duration <s>      seconds of chatting per mode (default 180)
+  --users <n>         users (default 50)
+  --groups <n>        groups (default 25)
+  --interval-ms <ms>  pause between one user's messages (default 2000)
+  --database <name>   mongo-java-server (change streams) or ferretdb (oplog); default mongo-java-server
+  --out <file>        JSON results (default bench/results/s4-<database>.json)`;
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '180' },
+    users: { type: 'string', default: '50' },
+    groups: { type: 'string', default: '25' },
+    'interval-ms': { type: 'string', default: '2000' },
+    database: { type: 'string', default: 'mongo-java-server' },
+    out: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (values.help) {
+  console.log(HELP);
+  process.exit(0);
+}
+const database = values.database as 'mongo-java-server' | 'ferretdb';
+if (database !== 'mongo-java-server' && database !== 'ferretdb') {
+  console.error(`unknown database ${database}\n\n${HELP}`);
+  process.exit(2);
+}
+const changeSource = database === 'ferretdb' ? 'oplog' : 'change-stream';
+const modes = [
+  { name: 'change-driven', source: changeSource },
+  { name: 'poll-and-diff', source: 'poll' },
+] as const;
+
+interface Outcome {
+  mode: string;
+  source: string;
+  load: S4Result;
+  serverCpuSeconds: number;
+  databaseCpuSeconds: number;
+  documentsRead: number;
+  seconds: number;
+}
+
+async function runMode(mode: (typeof modes)[number], port: number): Promise<Outcome> {
+  // A fresh server per mode, so neither inherits the other's data or oplog.
+  const db: RunningService = await startService(database);
+  pinProcess(db.pid, 1);
+  const env = {
+    ...process.env,
+    MONGO_URL: `${db.url}chat`,
+    MONGO_OPLOG_URL: mode.source === 'oplog' ? `${db.url}local` : '',
+    PERSEID_CHANGE_SOURCE: mode.source,
+  };
+  const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/chat/app.js', '--port', String(port), '--log-level', 'warn']);
+  const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env });
+  try {
+    await waitForHttp(port, '/perseid/stats');
+    const before = await serverStats(port);
+    const serverSampler = new ProcessSampler(server.pid!);
+    const dbSampler = new ProcessSampler(db.pid);
+    const t0 = Date.now();
+    const out = await runGenerator(
+      onCore(1, ['dist/bench/s4-load.js', '--url', `http://127.0.0.1:${port}`, '--users', values.users!, '--groups', values.groups!, '--interval-ms', values['interval-ms']!, '--duration', values.duration!]),
+    );
+    const seconds = (Date.now() - t0) / 1000;
+    const after = await serverStats(port);
+    return {
+      mode: mode.name,
+      source: mode.source,
+      load: JSON.parse(out) as S4Result,
+      serverCpuSeconds: serverSampler.stop().cpuSeconds,
+      databaseCpuSeconds: dbSampler.stop().cpuSeconds,
+      documentsRead: (after.perseid_database_documents_read_total ?? 0) - (before.perseid_database_documents_read_total ?? 0),
+      seconds,
+    };
+  } finally {
+    await stopProcess(server);
+    await db.stop();
+  }
+}
+
+const { commit, command, header } = describeRun(`S4 chat  ${values.users} users in ${values.groups} groups, a message every ${values['interval-ms']} ms each, ${values.duration} s per mode, on ${database}`, 's4.js');
+console.log(header);
+const outcomes: Outcome[] = [];
+let port = 4300;
+for (const mode of modes) {
+  process.stderr.write(`mode ${mode.name} (${mode.source})\n`);
+  outcomes.push(await runMode(mode, port++));
+}
+const [change, poll] = outcomes as [Outcome, Outcome];
+const table = [
+  '| mode | source | messages sent | errors | server CPU s | server CPU % | database CPU s | documents read | read / s | p50 ms | p99 ms |',
+  '|---|---|---|---|---|---|---|---|---|---|---|',
+  ...outcomes.map(
+    (o) =>
+      `| ${o.mode} | ${o.source} | ${o.load.sent} | ${o.load.errors} | ${fmt(o.serverCpuSeconds, 2)} | ${fmt((100 * o.serverCpuSeconds) / o.seconds)} | ${fmt(o.databaseCpuSeconds, 2)} | ${o.documentsRead} | ${fmt(o.documentsRead / o.seconds)} | ${fmt(o.load.latency.p50)} | ${fmt(o.load.latency.p99)} |`,
+  ),
+];
+console.log(table.join('\n'));
+const ratio = (a: number, b: number) => (b > 0 ? a / b : Infinity);
+console.log(
+  `\npoll-and-diff / change-driven: documents read ${fmt(ratio(poll.documentsRead, change.documentsRead), 1)}×, server CPU ${fmt(ratio(poll.serverCpuSeconds, change.serverCpuSeconds), 1)}×, database CPU ${fmt(ratio(poll.databaseCpuSeconds, change.databaseCpuSeconds), 1)}×`,
+);
+const outFile = values.out ?? join('bench', 'results', `s4-${database}.json`);
+mkdirSync(join(outFile, '..'), { recursive: true });
+writeFileSync(outFile, JSON.stringify({ date: new Date().toISOString(), node: process.version, commit, command, outcomes }, null, 2) + '\n');
+console.log(`results written to ${outFile}`);
