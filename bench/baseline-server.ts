@@ -69,6 +69,8 @@ class Client implements Flushable {
 }
 
 const tasks = new Map<string, Task>();
+/** Each task's `added` message, serialised (and, once sent, framed) once for its broadcast and every later subscriber. */
+const addedMessages = new Map<string, EncodedMessage>();
 const clients = new Set<Client>();
 let messagesSent = 0;
 
@@ -77,7 +79,10 @@ function send(client: Client, message: unknown): void {
 }
 
 function broadcast(message: unknown): void {
-  const encoded = new EncodedMessage(JSON.stringify(message));
+  broadcastEncoded(new EncodedMessage(JSON.stringify(message)));
+}
+
+function broadcastEncoded(encoded: EncodedMessage): void {
   for (const client of clients) if (client.subscribed) client.send(encoded);
 }
 
@@ -101,7 +106,7 @@ function handle(client: Client, text: string): void {
       return;
     case 'sub':
       client.subscribed = true;
-      for (const task of tasks.values()) send(client, added(task));
+      for (const message of addedMessages.values()) client.send(message);
       send(client, { msg: 'ready', subs: [msg.id] });
       return;
     case 'unsub':
@@ -115,9 +120,12 @@ function handle(client: Client, text: string): void {
         const stream = msg.randomSeed ? collectionIdSequence(new RandomStream(msg.randomSeed), 'taskCollection') : Random;
         const task: Task = { _id: stream.id(), sessionId: args.sessionId!, description: args.description!, createdAt: Date.now() };
         tasks.set(task._id, task);
-        broadcast(added(task));
+        const message = new EncodedMessage(JSON.stringify(added(task)));
+        addedMessages.set(task._id, message);
+        broadcastEncoded(message);
         result = task._id;
       } else if (msg.method === 'removeTask') {
+        addedMessages.delete(args.taskId!);
         result = tasks.delete(args.taskId!) ? 1 : 0;
         if (result) broadcast({ msg: 'removed', collection: 'taskCollection', id: args.taskId });
       } else if (msg.method === 'removeAllTasks') {
@@ -125,6 +133,7 @@ function handle(client: Client, text: string): void {
         for (const task of [...tasks.values()]) {
           if (task.sessionId !== args.sessionId) continue;
           tasks.delete(task._id);
+          addedMessages.delete(task._id);
           broadcast({ msg: 'removed', collection: 'taskCollection', id: task._id });
           removed++;
         }

@@ -46,8 +46,15 @@ export async function runGenerator(command: [string, string[]]): Promise<string>
   return out;
 }
 
+/** The server's counters; empty when it cannot answer (a collapsed server is a result, not a crash of the runner). */
 export async function serverStats(port: number): Promise<Record<string, number>> {
-  return (await (await fetch(`http://127.0.0.1:${port}/perseid/stats`)).json()) as Record<string, number>;
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/perseid/stats`, { signal: AbortSignal.timeout(10000) });
+    return (await res.json()) as Record<string, number>;
+  } catch (error) {
+    process.stderr.write(`could not read the server's stats: ${(error as Error).message}\n`);
+    return {};
+  }
 }
 
 /** The header every result starts with: what ran, where, from which commit. */

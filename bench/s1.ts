@@ -85,12 +85,18 @@ async function runOnce(target: string, port: number): Promise<RunOutcome> {
 const { commit, command, header } = describeRun(`S1 tasks-reactive  rate ${values.rate}/s  duration ${values.duration}s  think ${values['think-ms']} ms  runs ${runs}`, 's1.js');
 console.log(header);
 
+const outFile = values.out ?? join('bench', 'results', `s1-rate${values.rate}-think${values['think-ms']}.json`);
+mkdirSync(join(outFile, '..'), { recursive: true });
+const save = (rows?: unknown) =>
+  writeFileSync(outFile, JSON.stringify({ date: new Date().toISOString(), node: process.version, commit, command, rows, outcomes }, null, 2) + '\n');
+
 const outcomes: RunOutcome[] = [];
 let port = 4100;
 for (let run = 1; run <= runs; run++) {
   for (const target of targets) {
     process.stderr.write(`run ${run}/${runs}: ${target}\n`);
     outcomes.push(await runOnce(target, port++));
+    save(); // a run that fails later does not lose the ones before
   }
 }
 
@@ -146,7 +152,5 @@ const table = [
 console.log(table.join('\n'));
 console.log(`\nload generator CPU s (median): ${rows.map((r) => `${r.target} ${fmt(r.genCpu, 2)}`).join(', ')}`);
 
-const outFile = values.out ?? join('bench', 'results', `s1-rate${values.rate}-think${values['think-ms']}.json`);
-mkdirSync(join(outFile, '..'), { recursive: true });
-writeFileSync(outFile, JSON.stringify({ date: new Date().toISOString(), node: process.version, commit, command, rows, outcomes }, null, 2) + '\n');
+save(rows);
 console.log(`results written to ${outFile}`);

@@ -40,11 +40,14 @@ let scheduled = false;
 /** Earliest time (performance.now()) the next flush may run. */
 let notBefore = 0;
 /**
- * After a flush that took d ms, the next waits at least gapFactor × d ms. Idle
- * servers flush on the next turn; busy ones batch more per write, so socket
- * writes cannot take more than 1 / (1 + gapFactor) of the time.
+ * After a flush that took d ms, the next waits min(gapFactor × d, MAX_GAP_MS).
+ * Idle servers flush on the next turn; busy ones batch more per write. The cap
+ * matters: a longer gap means a longer next flush, and once writing takes more
+ * than half the time that feedback would diverge (seconds-long flushes,
+ * gigabytes queued); beyond ~20 ms a batch saves little more anyway.
  */
 let gapFactor = Number(process.env.PERSEID_FLUSH_GAP_FACTOR ?? 1);
+const MAX_GAP_MS = 20;
 
 /** Sets the flush gap factor (0 = flush every turn). */
 export function setFlushGapFactor(factor: number): void {
@@ -60,7 +63,7 @@ function flushAll(): void {
   const cache = new BatchCache();
   for (let i = 0; i < batch.length; i++) batch[i]!.flush(cache);
   const ended = performance.now();
-  notBefore = ended + gapFactor * (ended - started);
+  notBefore = ended + Math.min(MAX_GAP_MS, gapFactor * (ended - started));
 }
 
 /** Asks for `target.flush` soon (see gapFactor); call once per batch per target. */
