@@ -19,6 +19,7 @@ import { Random, RandomStream, collectionIdSequence } from '../src/ddp/random.js
 import { EncodedMessage } from '../src/ddp/encoded.js';
 import { scheduleFlush, type BatchCache, type Flushable } from '../src/transport/flush.js';
 import { frameFor } from '../src/transport/frames.js';
+import { item } from './apps/pub-cycle.js';
 
 const USAGE = 'Usage: baseline-server --port <port> --mode fast|naive';
 const { values } = parseArgs({
@@ -71,6 +72,16 @@ class Client implements Flushable {
 const tasks = new Map<string, Task>();
 /** Each task's `added` message, serialised (and, once sent, framed) once for its broadcast and every later subscriber. */
 const addedMessages = new Map<string, EncodedMessage>();
+/** S3's publication `items(size)`, its messages prepared once. */
+const items: Record<string, EncodedMessage[]> = Object.fromEntries(
+  [['20kb', 20] as const, ['200kb', 200] as const].map(([size, count]) => [
+    size,
+    Array.from({ length: count }, (_, n) => {
+      const { _id, ...fields } = item(size, n);
+      return new EncodedMessage(JSON.stringify({ msg: 'added', collection: 'items', id: _id, fields }));
+    }),
+  ]),
+);
 const clients = new Set<Client>();
 let messagesSent = 0;
 
@@ -104,11 +115,17 @@ function handle(client: Client, text: string): void {
     case 'ping':
       send(client, msg.id ? { msg: 'pong', id: msg.id } : { msg: 'pong' });
       return;
-    case 'sub':
-      client.subscribed = true;
-      for (const message of addedMessages.values()) client.send(message);
+    case 'sub': {
+      const { name, params } = msg as unknown as { name: string; params?: string[] };
+      if (name === 'items') {
+        for (const message of items[params?.[0] ?? ''] ?? []) client.send(message);
+      } else {
+        client.subscribed = true;
+        for (const message of addedMessages.values()) client.send(message);
+      }
       send(client, { msg: 'ready', subs: [msg.id] });
       return;
+    }
     case 'unsub':
       client.subscribed = false;
       send(client, { msg: 'nosub', id: msg.id });

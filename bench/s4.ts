@@ -6,13 +6,14 @@
  * Usage: node dist/bench/s4.js [--duration 180] [--database mongo-java-server|ferretdb]
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
 import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
-import { ProcessSampler } from './process-sampler.js';
-import type { S4Result } from './s4-load.js';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { ProcessSampler } from '../src/load/process-sampler.js';
+import type { LoadReport } from '../src/load/report/model.js';
 
 const HELP = `S4 chat: change-driven live queries vs poll-and-diff, side by side, on a MongoDB-wire server.
 
@@ -53,7 +54,7 @@ const modes = [
 interface Outcome {
   mode: string;
   source: string;
-  load: S4Result;
+  load: LoadReport;
   serverCpuSeconds: number;
   databaseCpuSeconds: number;
   documentsRead: number;
@@ -75,23 +76,33 @@ async function runMode(mode: (typeof modes)[number], port: number): Promise<Outc
   try {
     await waitForHttp(port, '/perseid/stats');
     const before = await serverStats(port);
-    const serverSampler = new ProcessSampler(server.pid!);
     const dbSampler = new ProcessSampler(db.pid);
     const t0 = Date.now();
-    const out = await runGenerator(
-      onCore(1, ['dist/bench/s4-load.js', '--url', `http://127.0.0.1:${port}`, '--users', values.users!, '--groups', values.groups!, '--interval-ms', values['interval-ms']!, '--duration', values.duration!]),
-    );
-    const seconds = (Date.now() - t0) / 1000;
-    const after = await serverStats(port);
-    return {
-      mode: mode.name,
-      source: mode.source,
-      load: JSON.parse(out) as S4Result,
-      serverCpuSeconds: serverSampler.stop().cpuSeconds,
-      databaseCpuSeconds: dbSampler.stop().cpuSeconds,
-      documentsRead: (after.perseid_database_documents_read_total ?? 0) - (before.perseid_database_documents_read_total ?? 0),
-      seconds,
-    };
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-s4-'));
+    try {
+      await runGenerator(
+        onCore(1, [
+          'dist/src/cli/main.js', 'load', 's4', '--url', `http://127.0.0.1:${port}`,
+          '--concurrency', values.users!, '--duration', values.duration!,
+          '--param', `groups=${values.groups}`, '--param', `interval=${values['interval-ms']}`,
+          '--server-pid', String(server.pid), '--json', join(dir, 'report.json'),
+        ]),
+      );
+      const load = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as LoadReport;
+      const seconds = (Date.now() - t0) / 1000;
+      const after = await serverStats(port);
+      return {
+        mode: mode.name,
+        source: mode.source,
+        load,
+        serverCpuSeconds: load.server?.cpuSeconds ?? NaN,
+        databaseCpuSeconds: dbSampler.stop().cpuSeconds,
+        documentsRead: (after.perseid_database_documents_read_total ?? 0) - (before.perseid_database_documents_read_total ?? 0),
+        seconds,
+      };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   } finally {
     await stopProcess(server);
     await db.stop();
@@ -112,7 +123,7 @@ const table = [
   '|---|---|---|---|---|---|---|---|---|---|---|',
   ...outcomes.map(
     (o) =>
-      `| ${o.mode} | ${o.source} | ${o.load.sent} | ${o.load.errors} | ${fmt(o.serverCpuSeconds, 2)} | ${fmt((100 * o.serverCpuSeconds) / o.seconds)} | ${fmt(o.databaseCpuSeconds, 2)} | ${o.documentsRead} | ${fmt(o.documentsRead / o.seconds)} | ${fmt(o.load.latency.p50)} | ${fmt(o.load.latency.p99)} |`,
+      `| ${o.mode} | ${o.source} | ${o.load.measures.sendMessage?.count ?? 0} | ${o.load.users.failed + Object.values(o.load.errors).reduce((a, b) => a + b, 0)} | ${fmt(o.serverCpuSeconds, 2)} | ${fmt((100 * o.serverCpuSeconds) / o.seconds)} | ${fmt(o.databaseCpuSeconds, 2)} | ${o.documentsRead} | ${fmt(o.documentsRead / o.seconds)} | ${fmt(o.load.measures.sendMessage?.p50 ?? NaN)} | ${fmt(o.load.measures.sendMessage?.p99 ?? NaN)} |`,
   ),
 ];
 console.log(table.join('\n'));

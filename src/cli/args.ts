@@ -11,6 +11,8 @@ export interface OptionSpec {
   help: string;
   /** Placeholder in --help, e.g. `<port>`. */
   value?: string;
+  /** May be given several times; the value is then an array. */
+  multiple?: boolean;
 }
 
 export interface CommandSpec {
@@ -41,7 +43,7 @@ export function helpText(command: CommandSpec): string {
 }
 
 export interface Parsed {
-  values: Record<string, string | boolean | undefined>;
+  values: Record<string, string | boolean | string[] | undefined>;
   positionals: string[];
   help: boolean;
 }
@@ -50,7 +52,7 @@ export interface Parsed {
 export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.ProcessEnv = process.env): Parsed {
   const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
   for (const [name, spec] of Object.entries(command.options)) {
-    options[name] = spec.short ? { type: spec.type, short: spec.short } : { type: spec.type };
+    options[name] = { type: spec.type, ...(spec.short ? { short: spec.short } : {}), ...(spec.multiple ? { multiple: true } : {}) };
   }
   let parsed;
   try {
@@ -58,9 +60,9 @@ export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.P
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const values: Record<string, string | boolean | undefined> = {};
+  const values: Parsed['values'] = {};
   for (const [name, spec] of Object.entries(command.options)) {
-    let value = parsed.values[name] as string | boolean | undefined;
+    let value = parsed.values[name] as string | boolean | string[] | undefined;
     if (value === undefined && spec.env && env[spec.env] !== undefined && env[spec.env] !== '') {
       const raw = env[spec.env]!;
       value = spec.type === 'boolean' ? !['0', 'false', 'no', 'off'].includes(raw.toLowerCase()) : raw;
@@ -75,5 +77,13 @@ export function integerOption(values: Parsed['values'], name: string, min: numbe
   if (raw === undefined) return undefined;
   const n = Number(raw);
   if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max} (got ${String(raw)})`);
+  return n;
+}
+
+export function numberOption(values: Parsed['values'], name: string, min: number, max: number): number | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < min || n > max) throw new UsageError(`--${name} must be a number from ${min} to ${max} (got ${String(raw)})`);
   return n;
 }

@@ -1,15 +1,18 @@
 #!/usr/bin/env node
 /** The `perseid` command. */
 import { helpText, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { loadCommand, runLoadCommand } from './load.js';
 import { runStart, startCommand } from './start.js';
 
 interface Command {
   spec: CommandSpec;
-  run(parsed: Parsed): Promise<unknown>;
+  /** Resolves with the exit status, or undefined for a command that keeps running (a server). */
+  run(parsed: Parsed): Promise<number | undefined>;
 }
 
 const commands: Record<string, Command> = {
-  start: { spec: startCommand, run: (parsed) => runStart(parsed) },
+  start: { spec: startCommand, run: (parsed) => runStart(parsed).then(() => undefined) },
+  load: { spec: loadCommand, run: (parsed) => runLoadCommand(parsed) },
 };
 
 function overview(): string {
@@ -46,8 +49,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(helpText(command.spec) + '\n');
       return 0;
     }
-    await command.run(parsed);
-    return -1; // still running (a server); exit is up to the command
+    return (await command.run(parsed)) ?? -1; // -1: still running (a server); its exit is its own
   } catch (error) {
     if (error instanceof UsageError) {
       process.stderr.write(`perseid ${name}: ${error.message}\n\nRun \`perseid ${name} --help\` for usage.\n`);

@@ -78,7 +78,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const log = createLogger('perseid');
   const port = integerOption(values, 'port', 0, 65535)!;
   const host = String(values.host);
-  const compression = compressionOption(values.compression, env);
+  const compression = compressionOption(values.compression as string | undefined, env);
 
   const database = await openDatabase({ dataDir: String(values['data-dir']), fsync: values.fsync === true });
   setDefaultDatabase(database);

@@ -1,4 +1,4 @@
-/** Server CPU and memory read from /proc, as BENCHMARKS.md prescribes (user+system time; RSS every 250 ms). */
+/** Server CPU and memory read from /proc (Linux), as BENCHMARKS.md prescribes: user+system time, RSS every 250 ms. */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 

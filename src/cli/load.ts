@@ -1,0 +1,157 @@
+/** `perseid load`: the DDP load tester. */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { compareReports, compareText } from '../load/report/compare.js';
+import { htmlReport } from '../load/report/html.js';
+import type { LoadReport } from '../load/report/model.js';
+import { summaryText } from '../load/report/summary.js';
+import { LoadSetupError, runScenario, type LoadSettings } from '../load/run-scenario.js';
+import type { Phase } from '../load/scenario.js';
+import { BUILT_IN } from '../load/scenarios/index.js';
+import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+
+export const loadCommand: CommandSpec = {
+  name: 'load',
+  summary: 'Load-test a DDP server (Perseid, Meteor, any) with scripted clients; report latencies, rates and server CPU/RAM.',
+  usage: 'perseid load <s1|s2|s3|s4|s6|./script.js> --url <server> [options]',
+  options: {
+    url: { type: 'string', short: 'u', value: '<url>', help: 'Server to load: http(s)://host:port or ws(s)://host:port/websocket; the only host it connects to' },
+    rate: { type: 'string', short: 'r', value: '<users/s>', help: 'Users arriving per second (each runs the scenario once)' },
+    duration: { type: 'string', short: 'd', value: '<s>', help: 'Seconds of arrivals, or of a fixed-concurrency run' },
+    'ramp-to': { type: 'string', value: '<users/s>', help: 'Arrival rate at the end of --duration (a linear ramp)' },
+    phase: { type: 'string', multiple: true, value: '<s>:<rate>[:<to>]', help: 'An arrival phase; repeat for several (instead of --rate/--duration)' },
+    concurrency: { type: 'string', short: 'c', value: '<n>', help: 'Fixed concurrency: n users, each running the scenario again and again' },
+    iterations: { type: 'string', value: '<n>', help: 'With --concurrency: scenario runs per user (default: until --duration ends)' },
+    'think-ms': { type: 'string', value: '<ms>', help: 'Pause between a user\'s actions (default 0)' },
+    client: { type: 'string', value: '<lean|full>', help: 'lean: decodes only what it waits for (built-in scenarios); full: the DDP client with local collections' },
+    param: { type: 'string', short: 'p', multiple: true, value: '<key=value>', help: 'A scenario setting (e.g. tasks=20, size=20kb); repeat for several' },
+    'timeout-ms': { type: 'string', value: '<ms>', help: 'Longest a single wait may take (default 30000)' },
+    'max-users': { type: 'string', value: '<n>', help: 'Refuse a run that would start more users (default 20000)' },
+    grace: { type: 'string', value: '<s>', help: 'How long users may run after the last one started before they are stopped (default 60)' },
+    'server-pid': { type: 'string', value: '<pid>', help: 'Sample this process\'s CPU and memory (Linux /proc)' },
+    spawn: { type: 'string', value: '<command>', help: 'Start the server with this command, sample it, stop it afterwards' },
+    json: { type: 'string', value: '<file>', help: 'Write the full report as JSON' },
+    html: { type: 'string', value: '<file>', help: 'Write a self-contained HTML report with charts' },
+    compare: { type: 'string', value: '<report.json>', help: 'Print how every figure changed against an earlier --json report' },
+    threshold: { type: 'string', value: '<percent>', help: 'With --compare: exit 1 if any figure got this much worse (default 10)' },
+  },
+  details: [
+    'Built-in scenarios (BENCHMARKS.md):',
+    ...Object.entries(BUILT_IN).map(([name, m]) => `  ${name}  ${m.options?.description ?? ''}`),
+    '',
+    'A script is a module whose default export runs one simulated user:',
+    '',
+    '  export default async function (client, ctx) {',
+    "    await client.subscribe('fetchTasks');",
+    "    await ctx.measure('insert', () => client.call('insertTask', { description: 'x', sessionId: 'y' }));",
+    '    await ctx.think();',
+    '  }',
+    "  export const options = { client: 'full', phases: [{ duration: 30, arrivalRate: 5 }] };",
+    '',
+    'client: call, apply, subscribe, expect(added|removed, collection, id, action), collection(name) (full client).',
+    'ctx: measure(name, fn), sleep(ms), think(), count(name), params, vu, running.',
+    'Exit status: 0 done; 1 no user completed, or --compare found a figure worse than --threshold; 2 bad usage or unreachable server.',
+  ].join('\n'),
+};
+
+function phaseOption(text: string): Phase {
+  const parts = text.split(':').map(Number);
+  const [duration, arrivalRate, rampTo] = parts;
+  if (parts.length < 2 || parts.length > 3 || parts.some((n) => !Number.isFinite(n) || n < 0) || !duration || arrivalRate === undefined) {
+    throw new UsageError(`--phase must be <seconds>:<rate>[:<rate at the end>] (got ${text})`);
+  }
+  return rampTo === undefined ? { duration, arrivalRate } : { duration, arrivalRate, rampTo };
+}
+
+function settingsFrom(parsed: Parsed): LoadSettings {
+  const { values, positionals } = parsed;
+  const [scenario] = positionals;
+  if (!scenario) throw new UsageError(`Missing the scenario: one of ${Object.keys(BUILT_IN).join(', ')}, or a script path`);
+  if (typeof values.url !== 'string') throw new UsageError('Missing --url <server>');
+  try {
+    const u = new URL(values.url.includes('://') ? values.url : `http://${values.url}`);
+    if (!/^(https?|wss?):$/.test(u.protocol)) throw new Error('protocol');
+  } catch {
+    throw new UsageError(`--url must be an http(s) or ws(s) URL (got ${values.url})`);
+  }
+  const settings: LoadSettings = { url: values.url, scenario, command: `perseid load ${process.argv.slice(3).join(' ')}` };
+  const client = values.client;
+  if (client !== undefined && client !== 'lean' && client !== 'full') throw new UsageError('--client must be lean or full');
+  if (client) settings.client = client;
+  const rate = numberOption(values, 'rate', 0.001, 100000);
+  const duration = numberOption(values, 'duration', 0.001, 86400);
+  const rampTo = numberOption(values, 'ramp-to', 0, 100000);
+  const concurrency = integerOption(values, 'concurrency', 1, 100000);
+  const phases = values.phase as string[] | undefined;
+  if (concurrency !== undefined && (rate !== undefined || phases)) throw new UsageError('--concurrency cannot be combined with --rate or --phase');
+  if (phases && rate !== undefined) throw new UsageError('use either --phase or --rate/--duration');
+  if (phases) settings.phases = phases.map(phaseOption);
+  else if (rate !== undefined || rampTo !== undefined) {
+    settings.phases = [{ duration: duration ?? 60, arrivalRate: rate ?? 1, ...(rampTo !== undefined ? { rampTo } : {}) }];
+  } else if (duration !== undefined && concurrency === undefined) {
+    settings.duration = duration; // applies to whichever shape the scenario has by default
+  }
+  if (concurrency !== undefined) {
+    settings.concurrency = concurrency;
+    if (duration !== undefined) settings.duration = duration;
+  }
+  settings.iterations = integerOption(values, 'iterations', 1, 1e9);
+  settings.thinkMs = integerOption(values, 'think-ms', 0, 3600000);
+  settings.timeoutMs = integerOption(values, 'timeout-ms', 1, 3600000);
+  settings.maxUsers = integerOption(values, 'max-users', 1, 10000000);
+  settings.graceSeconds = numberOption(values, 'grace', 0, 86400);
+  settings.serverPid = integerOption(values, 'server-pid', 1, 2 ** 31);
+  if (typeof values.spawn === 'string') settings.spawnServer = values.spawn;
+  if (settings.serverPid !== undefined && settings.spawnServer) throw new UsageError('--server-pid and --spawn exclude each other');
+  const params: Record<string, string> = {};
+  for (const entry of (values.param as string[] | undefined) ?? []) {
+    const eq = entry.indexOf('=');
+    if (eq < 1) throw new UsageError(`--param must be key=value (got ${entry})`);
+    params[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  settings.params = params;
+  return settings;
+}
+
+/** Runs the command; resolves with the exit status. */
+export async function runLoadCommand(parsed: Parsed): Promise<number> {
+  const settings = settingsFrom(parsed);
+  const threshold = numberOption(parsed.values, 'threshold', 0, 1e6) ?? 10;
+  let baseline: LoadReport | undefined;
+  if (typeof parsed.values.compare === 'string') {
+    try {
+      baseline = JSON.parse(readFileSync(parsed.values.compare, 'utf8')) as LoadReport;
+    } catch (error) {
+      throw new UsageError(`cannot read --compare ${parsed.values.compare}: ${(error as Error).message}`);
+    }
+  }
+  // A live line on a terminal; a line every 10 s in a log.
+  const tty = process.stderr.isTTY;
+  settings.onProgress = (line, { seconds, final }) => {
+    if (tty) process.stderr.write(`\r${line}\u001b[K${final ? '\n' : ''}`);
+    else if (final || Math.round(seconds) % 10 === 0) process.stderr.write(`${line}\n`);
+  };
+  let report: LoadReport;
+  try {
+    report = await runScenario(settings);
+  } catch (error) {
+    if (error instanceof LoadSetupError) throw new UsageError(error.message);
+    if (error instanceof Error && /would start|start no user/.test(error.message)) throw new UsageError(error.message);
+    throw error;
+  }
+  process.stdout.write(summaryText(report) + '\n');
+  if (typeof parsed.values.json === 'string') {
+    writeFileSync(parsed.values.json, JSON.stringify(report, null, 2) + '\n');
+    process.stdout.write(`report written to ${parsed.values.json}\n`);
+  }
+  if (typeof parsed.values.html === 'string') {
+    writeFileSync(parsed.values.html, htmlReport(report));
+    process.stdout.write(`HTML report written to ${parsed.values.html}\n`);
+  }
+  let status = report.users.completed === 0 ? 1 : 0;
+  if (baseline) {
+    const changes = compareReports(report, baseline);
+    process.stdout.write('\n' + compareText(changes, threshold) + '\n');
+    if (changes.some((c) => c.worsePercent > threshold)) status = 1;
+  }
+  return status;
+}

@@ -1,0 +1,170 @@
+/** The two LoadClient implementations and how to connect one. */
+import { DDPClient } from '../client/node.js';
+import type { Document } from '../client/documents.js';
+import type { ClientCollection } from '../client/store.js';
+import { toWebSocketUrl } from '../client/url.js';
+import { fromJSONValue, toJSONValue } from '../ddp/ejson.js';
+import { DDPError } from '../ddp/errors.js';
+import { Random, RandomStream, collectionIdSequence } from '../ddp/random.js';
+import { LeanConnection } from './lean-connection.js';
+import type { ApplyOptions, ClientCounters, LoadClient, SubscriptionHandle } from './load-client.js';
+
+function seededInsert(collection: string): { randomSeed: string; id: string } {
+  const randomSeed = Random.hexString(20);
+  return { randomSeed, id: collectionIdSequence(new RandomStream(randomSeed), collection).id() };
+}
+
+/** Decodes only the messages it waits for; see lean-connection.ts. */
+export class LeanLoadClient implements LoadClient {
+  readonly mode = 'lean';
+  private methodIds = 0;
+  private subIds = 0;
+
+  private constructor(
+    private readonly connection: LeanConnection,
+    private readonly timeoutMs: number,
+  ) {}
+
+  static async connect(url: string, counters: ClientCounters, timeoutMs: number): Promise<LeanLoadClient> {
+    const connection = await LeanConnection.open(new URL(toWebSocketUrl(url)), counters, timeoutMs);
+    try {
+      const connected = connection.waitFor('"msg":"connected"', timeoutMs);
+      const failed = connection.readMessage('{"msg":"failed"', timeoutMs);
+      failed.promise.catch(() => undefined);
+      connection.send('{"msg":"connect","version":"1","support":["1","pre2","pre1"]}');
+      const outcome = await Promise.race([connected.promise.then(() => undefined), failed.promise]);
+      failed.cancel();
+      if (outcome) throw new Error(`the server wants DDP version ${String(outcome.version)}`);
+      return new LeanLoadClient(connection, timeoutMs);
+    } catch (error) {
+      connection.close();
+      throw error;
+    }
+  }
+
+  call<T = unknown>(method: string, ...params: unknown[]): Promise<T> {
+    return this.apply<T>(method, params);
+  }
+
+  async apply<T = unknown>(method: string, params: unknown[], options: ApplyOptions = {}): Promise<T> {
+    const id = String(++this.methodIds);
+    const result = this.connection.readMessage(`{"msg":"result","id":"${id}"`, this.timeoutMs);
+    const updated = this.connection.waitFor(`"methods":["${id}"]`, this.timeoutMs);
+    const seed = options.randomSeed === undefined ? '' : `,"randomSeed":${JSON.stringify(options.randomSeed)}`;
+    this.connection.send(`{"msg":"method","id":"${id}","method":${JSON.stringify(method)},"params":${JSON.stringify(toJSONValue(params))}${seed}}`);
+    const [message] = await Promise.all([result.promise, updated.promise]);
+    if (message.error) throw DDPError.fromJSON(message.error);
+    return fromJSONValue(message.result) as T;
+  }
+
+  async subscribe(name: string, ...params: unknown[]): Promise<SubscriptionHandle> {
+    const id = `s${++this.subIds}`;
+    const ready = this.connection.waitFor(`"subs":["${id}"]`, this.timeoutMs);
+    const nosub = this.connection.readMessage(`{"msg":"nosub","id":"${id}"`, this.timeoutMs);
+    nosub.promise.catch(() => undefined);
+    this.connection.send(`{"msg":"sub","id":"${id}","name":${JSON.stringify(name)},"params":${JSON.stringify(toJSONValue(params))}}`);
+    const refused = await Promise.race([ready.promise.then(() => undefined), nosub.promise]);
+    nosub.cancel();
+    ready.cancel();
+    if (refused) throw refused.error ? DDPError.fromJSON(refused.error) : new Error(`subscription ${name} stopped before it was ready`);
+    return {
+      id,
+      stop: async () => {
+        const done = this.connection.waitFor(`{"msg":"nosub","id":"${id}"`, this.timeoutMs);
+        this.connection.send(`{"msg":"unsub","id":"${id}"}`);
+        await done.promise;
+      },
+    };
+  }
+
+  async expect(change: 'added' | 'removed', collection: string, id: string, action: () => Promise<unknown>): Promise<void> {
+    // Meteor and Perseid write msg, collection and id first, in that order.
+    const seen = this.connection.waitFor(`{"msg":"${change}","collection":${JSON.stringify(collection)},"id":${JSON.stringify(id)}`, this.timeoutMs);
+    try {
+      await action();
+    } catch (error) {
+      seen.cancel();
+      throw error;
+    }
+    await seen.promise;
+  }
+
+  seededInsert(collection: string): { randomSeed: string; id: string } {
+    return seededInsert(collection);
+  }
+
+  collection<T extends Document = Document>(name: string): ClientCollection<T> {
+    throw new Error(`The lean client keeps no documents (collection ${name}); use the full client ("client": "full" in the scenario's options)`);
+  }
+
+  close(): void {
+    this.connection.close();
+  }
+}
+
+/** The perseid/client DDPClient: every message decoded, documents kept, waits on collection state. */
+export class FullLoadClient implements LoadClient {
+  readonly mode = 'full';
+
+  private constructor(private readonly client: DDPClient) {}
+
+  static async connect(url: string, counters: ClientCounters, timeoutMs: number): Promise<FullLoadClient> {
+    const client = new DDPClient(url, { autoReconnect: false, connectTimeout: timeoutMs });
+    client.on('message', () => counters.messagesIn++);
+    await client.connect();
+    return new FullLoadClient(client);
+  }
+
+  call<T = unknown>(method: string, ...params: unknown[]): Promise<T> {
+    return this.client.call<T>(method, ...params);
+  }
+
+  apply<T = unknown>(method: string, params: unknown[], options: ApplyOptions = {}): Promise<T> {
+    return this.client.apply<T>(method, params, options);
+  }
+
+  async subscribe(name: string, ...params: unknown[]): Promise<SubscriptionHandle> {
+    const sub = this.client.subscribe(name, ...params);
+    await sub.ready;
+    return {
+      id: sub.id,
+      stop: () =>
+        new Promise<void>((resolve) => {
+          sub.onStop(() => resolve());
+          sub.stop();
+        }),
+    };
+  }
+
+  async expect(change: 'added' | 'removed', collection: string, id: string, action: () => Promise<unknown>): Promise<void> {
+    const local = this.client.collection(collection);
+    let unsubscribe: (() => void) | undefined;
+    const seen = new Promise<void>((resolve) => {
+      unsubscribe = local.onChange((c) => {
+        if (c.type === change && c.id === id) resolve();
+      });
+    });
+    try {
+      await action();
+      await seen;
+    } finally {
+      unsubscribe?.();
+    }
+  }
+
+  seededInsert(collection: string): { randomSeed: string; id: string } {
+    return seededInsert(collection);
+  }
+
+  collection<T extends Document = Document>(name: string): ClientCollection<T> {
+    return this.client.collection<T>(name);
+  }
+
+  close(): void {
+    this.client.disconnect();
+  }
+}
+
+export function connectClient(mode: 'lean' | 'full', url: string, counters: ClientCounters, timeoutMs: number): Promise<LoadClient> {
+  return mode === 'lean' ? LeanLoadClient.connect(url, counters, timeoutMs) : FullLoadClient.connect(url, counters, timeoutMs);
+}

@@ -1,0 +1,311 @@
+/**
+ * A DDP connection for load generation that decodes almost nothing. It walks
+ * the WebSocket frame headers of what the server sends (to count messages and
+ * answer pings) and looks for awaited strings in the raw bytes; only a message
+ * someone asked to read (a method's result) is parsed. A full client decodes
+ * every message of every broadcast for every simulated user, and then the
+ * generator, not the server, is what gets measured.
+ *
+ * Frames sent are masked with a zero key: legal (RFC 6455 requires the mask bit
+ * and a key, not a random one), and the payload is then copied as is.
+ */
+import { randomBytes } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
+
+export interface LeanCounters {
+  messagesIn: number;
+  bytesIn: number;
+  messagesOut: number;
+  bytesOut: number;
+}
+
+/** A wait that can be given up (e.g. the `nosub` of a subscription that became ready). */
+export interface Watch<T> {
+  promise: Promise<T>;
+  cancel(): void;
+}
+
+interface Waiter {
+  needle: Buffer;
+  /** Read the whole message that starts with the needle. */
+  read: boolean;
+  resolve(message: Record<string, unknown> | undefined): void;
+  reject(error: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+const PING_PREFIX = Buffer.from('{"msg":"ping"');
+const EMPTY: Buffer = Buffer.alloc(0);
+/** Bytes of the last read kept so that a needle split between two reads is still found (needles are short). */
+const OVERLAP = 256;
+
+export class LeanConnection {
+  /** Time of the last frame sent (servers drop clients silent for 30 s). */
+  lastSend = 0;
+  private waiters: Waiter[] = [];
+  private tail: Buffer = EMPTY;
+  /** Messages being read to their end, and who wants each. */
+  private readings: Array<{ bytes: Buffer; waiter: Waiter }> = [];
+  private remaining = 0;
+  private partialHeader: Buffer = EMPTY;
+  private pingFrame: Buffer | undefined;
+  private closedError: Error | undefined;
+
+  private constructor(
+    private readonly socket: Socket,
+    private readonly counters: LeanCounters,
+  ) {}
+
+  static open(url: URL, counters: LeanCounters, timeoutMs: number): Promise<LeanConnection> {
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const port = Number(url.port || 80);
+    return new Promise((resolve, reject) => {
+      const socket = connect({ host, port, noDelay: true });
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error('connect timeout'));
+      }, timeoutMs);
+      let head = EMPTY;
+      const onData = (chunk: Buffer) => {
+        head = Buffer.concat([head, chunk]);
+        const end = head.indexOf('\r\n\r\n');
+        if (end === -1) return;
+        clearTimeout(timer);
+        socket.off('data', onData);
+        socket.off('error', onError);
+        const status = head.subarray(0, head.indexOf('\r\n')).toString();
+        if (!/^HTTP\/1\.1 101/.test(status)) {
+          socket.destroy();
+          reject(new Error(`upgrade refused: ${status}`));
+          return;
+        }
+        const connection = new LeanConnection(socket, counters);
+        connection.attach();
+        const rest = head.subarray(end + 4);
+        if (rest.length > 0) connection.receive(rest);
+        resolve(connection);
+      };
+      const onError = (error: Error) => {
+        clearTimeout(timer);
+        reject(new Error(`connect failed: ${error.message}`));
+      };
+      socket.on('data', onData);
+      socket.on('error', onError);
+      socket.on('connect', () => {
+        socket.write(
+          `GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+            `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+        );
+      });
+    });
+  }
+
+  get closed(): boolean {
+    return this.closedError !== undefined;
+  }
+
+  send(text: string): void {
+    if (this.closedError) throw this.closedError;
+    const length = Buffer.byteLength(text);
+    const headerLength = length < 126 ? 6 : length < 65536 ? 8 : 14;
+    const frame = Buffer.alloc(headerLength + length);
+    frame[0] = 0x81;
+    if (length < 126) frame[1] = 0x80 | length;
+    else if (length < 65536) {
+      frame[1] = 0x80 | 126;
+      frame.writeUInt16BE(length, 2);
+    } else {
+      frame[1] = 0x80 | 127;
+      frame.writeBigUInt64BE(BigInt(length), 2);
+    }
+    frame.write(text, headerLength, 'utf8'); // the mask key bytes stay zero
+    this.socket.write(frame);
+    this.counters.messagesOut++;
+    this.counters.bytesOut += frame.length;
+    this.lastSend = Date.now();
+  }
+
+  /** Resolves when `text` appears in what the server sends from now on. Register before sending what causes it. */
+  waitFor(text: string, timeoutMs: number): Watch<void> {
+    const watch = this.addWaiter(text, false, timeoutMs);
+    return { promise: watch.promise.then(() => undefined), cancel: watch.cancel };
+  }
+
+  /** Resolves with the message that starts with `prefix` (e.g. `{"msg":"result","id":"7"`), parsed. */
+  readMessage(prefix: string, timeoutMs: number): Watch<Record<string, unknown>> {
+    return this.addWaiter(prefix, true, timeoutMs) as Watch<Record<string, unknown>>;
+  }
+
+  close(): void {
+    this.closedError ??= new Error('closed');
+    this.socket.destroy();
+    this.failAll(this.closedError);
+  }
+
+  private addWaiter(text: string, read: boolean, timeoutMs: number): Watch<Record<string, unknown> | undefined> {
+    let waiter: Waiter | undefined;
+    const promise = new Promise<Record<string, unknown> | undefined>((resolve, reject) => {
+      if (this.closedError) return reject(this.closedError);
+      if (Buffer.byteLength(text) > OVERLAP) return reject(new Error('needle too long'));
+      const entry: Waiter = {
+        needle: Buffer.from(text),
+        read,
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          this.remove(entry);
+          reject(new Error(`timeout waiting for ${text}`));
+        }, timeoutMs),
+      };
+      waiter = entry;
+      this.waiters.push(entry);
+    });
+    return {
+      promise,
+      cancel: () => {
+        if (!waiter) return;
+        clearTimeout(waiter.timer);
+        this.remove(waiter);
+      },
+    };
+  }
+
+  private remove(waiter: Waiter): void {
+    this.waiters = this.waiters.filter((w) => w !== waiter);
+    this.readings = this.readings.filter((r) => r.waiter !== waiter);
+  }
+
+  private attach(): void {
+    this.socket.on('data', (chunk: Buffer) => this.receive(chunk));
+    const closed = (error?: Error) => {
+      this.closedError ??= error ?? new Error('connection closed by the server');
+      this.failAll(this.closedError);
+    };
+    this.socket.on('error', closed);
+    this.socket.on('close', () => closed());
+  }
+
+  private receive(chunk: Buffer): void {
+    this.counters.bytesIn += chunk.length;
+    this.walkFrames(chunk);
+    for (const reading of this.readings) reading.bytes = Buffer.concat([reading.bytes, chunk]);
+    if (this.waiters.length > 0) {
+      for (const waiter of [...this.waiters]) {
+        const from = this.find(waiter.needle, chunk);
+        if (!from) continue;
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        if (waiter.read) {
+          this.readings.push({ bytes: from, waiter });
+        } else {
+          clearTimeout(waiter.timer);
+          waiter.resolve(undefined);
+        }
+      }
+    }
+    if (this.readings.length > 0) this.finishReadings();
+    this.tail = chunk.length >= OVERLAP ? chunk.subarray(chunk.length - OVERLAP) : Buffer.concat([this.tail, chunk]).subarray(-OVERLAP);
+    // (a view, not a copy: it keeps the last read alive, which is cheap)
+  }
+
+  /**
+   * Where `needle` starts in the new bytes (or straddling the previous read's
+   * end): the bytes from there on. Searches the read itself and joins only the
+   * few bytes around the boundary, so reads are never copied whole.
+   */
+  private find(needle: Buffer, chunk: Buffer): Buffer | undefined {
+    const at = chunk.indexOf(needle);
+    if (at !== -1) return chunk.subarray(at);
+    if (this.tail.length === 0) return undefined;
+    const before = this.tail.subarray(Math.max(0, this.tail.length - (needle.length - 1)));
+    const joint = Buffer.concat([before, chunk.subarray(0, needle.length - 1)]);
+    const j = joint.indexOf(needle);
+    return j === -1 ? undefined : Buffer.concat([before.subarray(j), chunk]);
+  }
+
+  private finishReadings(): void {
+    this.readings = this.readings.filter(({ bytes, waiter }) => {
+      const end = jsonEnd(bytes);
+      if (end === -1) return true;
+      clearTimeout(waiter.timer);
+      try {
+        waiter.resolve(JSON.parse(bytes.subarray(0, end).toString()) as Record<string, unknown>);
+      } catch (error) {
+        waiter.reject(error as Error);
+      }
+      return false;
+    });
+  }
+
+  /** Counts messages by frame header and answers server pings, without looking at other payloads. */
+  private walkFrames(chunk: Buffer): void {
+    let data = chunk;
+    if (this.partialHeader.length > 0) {
+      data = Buffer.concat([this.partialHeader, chunk]); // rare: a header split between two reads
+      this.partialHeader = EMPTY;
+    }
+    let i = 0;
+    while (i < data.length) {
+      if (this.remaining > 0) {
+        const take = Math.min(this.remaining, data.length - i);
+        if (this.pingFrame) this.pingFrame = Buffer.concat([this.pingFrame, data.subarray(i, i + take)]);
+        this.remaining -= take;
+        i += take;
+        if (this.remaining === 0 && this.pingFrame) this.answerPing();
+        continue;
+      }
+      if (data.length - i < 2) {
+        this.partialHeader = Buffer.from(data.subarray(i));
+        return;
+      }
+      const short = data[i + 1]! & 127;
+      const headerLength = short === 126 ? 4 : short === 127 ? 10 : 2;
+      if (data.length - i < headerLength) {
+        this.partialHeader = Buffer.from(data.subarray(i));
+        return;
+      }
+      const length = short === 126 ? data.readUInt16BE(i + 2) : short === 127 ? Number(data.readBigUInt64BE(i + 2)) : short;
+      i += headerLength;
+      this.counters.messagesIn++;
+      this.remaining = length;
+      // A ping is short; collect it if its payload begins like one (as far as this read shows).
+      const peek = data.subarray(i, i + Math.min(length, PING_PREFIX.length));
+      this.pingFrame = length > 0 && length < 64 && PING_PREFIX.subarray(0, peek.length).equals(peek) ? EMPTY : undefined;
+    }
+  }
+
+  private answerPing(): void {
+    const text = this.pingFrame!.toString();
+    this.pingFrame = undefined;
+    if (!text.startsWith('{"msg":"ping"')) return;
+    const id = /"id":("(?:[^"\\]|\\.)*")/.exec(text)?.[1];
+    this.send(id ? `{"msg":"pong","id":${id}}` : '{"msg":"pong"}');
+  }
+
+  private failAll(error: Error): void {
+    const waiters = [...this.waiters, ...this.readings.map((r) => r.waiter)];
+    this.waiters = [];
+    this.readings = [];
+    for (const waiter of waiters) {
+      clearTimeout(waiter.timer);
+      waiter.reject(error);
+    }
+  }
+}
+
+/** End offset of the JSON value at the start of `buffer`, or -1 while it is incomplete. */
+function jsonEnd(buffer: Buffer): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < buffer.length; i++) {
+    const c = buffer[i]!;
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) depth++;
+    else if (c === 0x7d || c === 0x5d) {
+      if (--depth === 0) return i + 1;
+    }
+  }
+  return -1;
+}

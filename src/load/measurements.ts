@@ -1,0 +1,119 @@
+/**
+ * Latencies per named measure in HDR histograms (microsecond resolution, three
+ * significant digits), overall and per second of the run, plus errors by kind.
+ */
+import { build, type Histogram } from 'hdr-histogram-js';
+
+export interface LatencySummary {
+  count: number;
+  /** Milliseconds. */
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+export interface TimelinePoint {
+  /** Seconds since the start. */
+  t: number;
+  active: number;
+  started: number;
+  completed: number;
+  errors: number;
+  measures: Record<string, { count: number; p50: number; p99: number }>;
+}
+
+function histogram(digits: 1 | 2 | 3): Histogram {
+  return build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: digits, autoResize: true });
+}
+
+const ms = (micros: number) => Math.round(micros) / 1000;
+
+export function summarize(h: Histogram): LatencySummary {
+  if (h.totalCount === 0) return { count: 0, p50: NaN, p95: NaN, p99: NaN, max: NaN, mean: NaN };
+  return {
+    count: h.totalCount,
+    p50: ms(h.getValueAtPercentile(50)),
+    p95: ms(h.getValueAtPercentile(95)),
+    p99: ms(h.getValueAtPercentile(99)),
+    max: ms(h.maxValue),
+    mean: ms(h.mean),
+  };
+}
+
+interface Second {
+  started: number;
+  completed: number;
+  errors: number;
+  active: number;
+  measures: Map<string, Histogram>;
+}
+
+export class Measurements {
+  private readonly overall = new Map<string, Histogram>();
+  private readonly seconds: Second[] = [];
+  readonly errors = new Map<string, number>();
+
+  constructor(private readonly t0: number) {}
+
+  private second(at: number): Second {
+    const index = Math.max(0, Math.floor((at - this.t0) / 1000));
+    while (this.seconds.length <= index) this.seconds.push({ started: 0, completed: 0, errors: 0, active: 0, measures: new Map() });
+    return this.seconds[index]!;
+  }
+
+  /** Records one timing of `name`, in milliseconds, finished at time `at`. */
+  record(name: string, milliseconds: number, at = performance.now()): void {
+    const micros = Math.max(1, Math.round(milliseconds * 1000));
+    let all = this.overall.get(name);
+    if (!all) this.overall.set(name, (all = histogram(3)));
+    all.recordValue(micros);
+    const second = this.second(at);
+    let h = second.measures.get(name);
+    if (!h) second.measures.set(name, (h = histogram(2)));
+    h.recordValue(micros);
+  }
+
+  error(kind: string, at = performance.now()): void {
+    this.errors.set(kind, (this.errors.get(kind) ?? 0) + 1);
+    this.second(at).errors++;
+  }
+
+  userStarted(at = performance.now()): void {
+    this.second(at).started++;
+  }
+
+  userCompleted(at = performance.now()): void {
+    this.second(at).completed++;
+  }
+
+  /** Notes how many users are running at `at` (the highest in each second is kept). */
+  active(count: number, at = performance.now()): void {
+    const second = this.second(at);
+    second.active = Math.max(second.active, count);
+  }
+
+  summaries(): Record<string, LatencySummary> {
+    const out: Record<string, LatencySummary> = {};
+    for (const [name, h] of this.overall) out[name] = summarize(h);
+    return out;
+  }
+
+  /** The latest value of a measure's p99 over the last second that has it (for the progress line). */
+  recentP99(name: string): number {
+    for (let i = this.seconds.length - 1; i >= Math.max(0, this.seconds.length - 3); i--) {
+      const h = this.seconds[i]!.measures.get(name);
+      if (h && h.totalCount > 0) return ms(h.getValueAtPercentile(99));
+    }
+    return NaN;
+  }
+
+  timeline(): TimelinePoint[] {
+    return this.seconds.map((s, t) => {
+      const measures: TimelinePoint['measures'] = {};
+      for (const [name, h] of s.measures) measures[name] = { count: h.totalCount, p50: ms(h.getValueAtPercentile(50)), p99: ms(h.getValueAtPercentile(99)) };
+      return { t, active: s.active, started: s.started, completed: s.completed, errors: s.errors, measures };
+    });
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * One `perseid load` run from start to report: resolve the scenario (built-in
+ * or a script), check the server answers, sample its process if asked, run the
+ * users, and assemble the report.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { toWebSocketUrl } from '../client/url.js';
+import { ProcessSampler } from './process-sampler.js';
+import { operationsPerSecond, type LoadReport, type ServerFigures, type ServerSample } from './report/model.js';
+import { runLoad, type RunOptions } from './runner.js';
+import type { Phase, ScenarioModule } from './scenario.js';
+import { BUILT_IN } from './scenarios/index.js';
+
+export interface LoadSettings {
+  url: string;
+  /** A built-in name (s1 … s6) or the path of a script module. */
+  scenario: string;
+  client?: 'lean' | 'full';
+  phases?: Phase[];
+  concurrency?: number;
+  duration?: number;
+  iterations?: number;
+  thinkMs?: number;
+  timeoutMs?: number;
+  maxUsers?: number;
+  graceSeconds?: number;
+  params?: Record<string, string>;
+  /** Sample this process's CPU and memory. */
+  serverPid?: number;
+  /** Start this command (a shell command line) as the server, sample it, stop it at the end. */
+  spawnServer?: string;
+  command?: string;
+  onProgress?: RunOptions['onProgress'];
+}
+
+export class LoadSetupError extends Error {}
+
+export async function loadScenario(name: string): Promise<{ module: ScenarioModule; name: string }> {
+  const builtIn = BUILT_IN[name.toLowerCase()];
+  if (builtIn) return { module: builtIn, name: name.toLowerCase() };
+  let module: ScenarioModule;
+  try {
+    module = (await import(pathToFileURL(resolve(name)).href)) as ScenarioModule;
+  } catch (error) {
+    throw new LoadSetupError(`cannot load the scenario '${name}' (not one of ${Object.keys(BUILT_IN).join(', ')}, and not a module: ${(error as Error).message})`);
+  }
+  if (typeof module.default !== 'function') throw new LoadSetupError(`${name} has no default export async function (client, ctx) => { ... }`);
+  return { module, name };
+}
+
+/** Checks that something answers at the URL before starting users, for a clear message instead of N connection errors. */
+async function reachable(url: string, timeoutMs: number): Promise<string | undefined> {
+  const http = new URL(toWebSocketUrl(url).replace(/^ws/, 'http'));
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    try {
+      await fetch(`${http.origin}/`, { signal: AbortSignal.timeout(2000) });
+      return undefined;
+    } catch (error) {
+      last = ((error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message) || 'no answer';
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return last;
+}
+
+function spawnServer(command: string): ChildProcess {
+  // `exec` makes the command itself the child, so its pid is the server's.
+  return spawn('sh', ['-c', `exec ${command}`], { stdio: ['ignore', 'inherit', 'inherit'] });
+}
+
+function serverSamples(sampler: ProcessSampler): ServerSample[] {
+  const out: ServerSample[] = [];
+  let previous = { t: 0, cpuSeconds: 0 };
+  for (const sample of sampler.samples) {
+    const dt = sample.t - previous.t;
+    out.push({ t: Math.round(sample.t * 100) / 100, cpuPercent: dt > 0 ? Math.round(((sample.cpuSeconds - previous.cpuSeconds) / dt) * 1000) / 10 : 0, rssMb: Math.round(sample.rssMb) });
+    previous = sample;
+  }
+  return out;
+}
+
+export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
+  const { module, name } = await loadScenario(settings.scenario);
+  const defaults = module.options ?? {};
+  const fixed = settings.concurrency !== undefined || (settings.phases === undefined && defaults.concurrency !== undefined);
+  const shape = fixed
+    ? { concurrency: settings.concurrency ?? defaults.concurrency!, duration: settings.duration ?? defaults.duration ?? 60, iterations: settings.iterations }
+    : { phases: settings.phases ?? defaults.phases ?? [{ duration: 60, arrivalRate: 4 }] };
+  const client = settings.client ?? defaults.client ?? 'full';
+  const params = { ...defaults.params, ...settings.params };
+  const timeoutMs = settings.timeoutMs ?? 30000;
+
+  let child: ChildProcess | undefined;
+  let sampler: ProcessSampler | undefined;
+  try {
+    if (settings.spawnServer) child = spawnServer(settings.spawnServer);
+    const problem = await reachable(settings.url, child ? 30000 : 3000);
+    if (problem) throw new LoadSetupError(`cannot reach ${settings.url}: ${problem}`);
+    const pid = child?.pid ?? settings.serverPid;
+    if (pid !== undefined) {
+      try {
+        sampler = new ProcessSampler(pid);
+      } catch {
+        throw new LoadSetupError(`cannot sample process ${pid}: no such process (or no /proc here)`);
+      }
+    }
+    const result = await runLoad({
+      url: settings.url,
+      scenario: module.default,
+      client,
+      ...shape,
+      thinkMs: settings.thinkMs ?? 0,
+      timeoutMs,
+      maxUsers: settings.maxUsers ?? 20000,
+      graceSeconds: settings.graceSeconds ?? Math.max(60, (2 * timeoutMs) / 1000),
+      params,
+      onProgress: settings.onProgress,
+      progressExtra: sampler
+        ? () => {
+            const s = sampler!.samples;
+            const last = s.at(-1);
+            const before = s.at(-5);
+            if (!last || !before) return '';
+            return `server ${(((last.cpuSeconds - before.cpuSeconds) / (last.t - before.t)) * 100).toFixed(0)} % CPU ${last.rssMb.toFixed(0)} MB`;
+          }
+        : undefined,
+    });
+    let server: ServerFigures | undefined;
+    if (sampler && pid !== undefined) {
+      const { cpuSeconds, peakRssMb } = sampler.stop();
+      server = { pid, cpuSeconds, cpuPercent: (100 * cpuSeconds) / result.seconds, peakRssMb, samples: serverSamples(sampler) };
+      sampler = undefined;
+    }
+    const subscribe = result.measures.subscribe;
+    return {
+      tool: 'perseid load',
+      date: new Date().toISOString(),
+      node: process.version,
+      command: settings.command ?? `perseid load ${name}`,
+      url: settings.url,
+      scenario: { name, description: defaults.description ?? 'custom scenario' },
+      client,
+      shape: { ...shape, thinkMs: settings.thinkMs ?? 0 },
+      params,
+      ...result,
+      rates: {
+        operationsPerSecond: operationsPerSecond(result.measures, result.seconds),
+        subscriptionsPerMinute: subscribe ? (subscribe.count / result.seconds) * 60 : undefined,
+      },
+      server,
+    };
+  } finally {
+    sampler?.stop();
+    if (child && child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child!.once('exit', r));
+    }
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * Runs a scenario as many simulated users: arriving by phases (each user runs
+ * it once), or at a fixed concurrency (each user runs it over and over). Every
+ * run is bounded: a maximum number of users, and a deadline after which users
+ * still running are stopped.
+ */
+import { connectClient } from './clients.js';
+import type { ClientCounters, LoadClient } from './load-client.js';
+import { Measurements, type LatencySummary, type TimelinePoint } from './measurements.js';
+import type { Phase, Scenario, ScenarioContext } from './scenario.js';
+
+export interface RunOptions {
+  url: string;
+  scenario: Scenario;
+  client: 'lean' | 'full';
+  phases?: Phase[];
+  concurrency?: number;
+  /** Seconds a fixed-concurrency run lasts. */
+  duration?: number;
+  /** Scenario runs per user in a fixed-concurrency run (default: until the duration is over). */
+  iterations?: number;
+  thinkMs: number;
+  /** Longest any one wait (connect, call, subscription) may take. */
+  timeoutMs: number;
+  /** Refuse runs that would start more users than this. */
+  maxUsers: number;
+  /** How long users may go on after the last one started, before they are stopped. */
+  graceSeconds: number;
+  params: Record<string, string>;
+  /** Called every second with a one-line summary, and once at the end. */
+  onProgress?(line: string, progress: { seconds: number; final: boolean }): void;
+  /** Extra figures for the progress line (e.g. the server's CPU). */
+  progressExtra?(): string;
+}
+
+export interface RunResult {
+  seconds: number;
+  users: { planned: number; started: number; completed: number; failed: number; aborted: number; maxActive: number };
+  measures: Record<string, LatencySummary>;
+  counts: Record<string, number>;
+  errors: Record<string, number>;
+  traffic: ClientCounters;
+  generatorCpuSeconds: number;
+  timeline: TimelinePoint[];
+}
+
+class StoppedError extends Error {}
+
+/** Start times (ms after the beginning) of every arrival in the phases: rate r(t) grows linearly within a phase. */
+export function arrivalTimes(phases: Phase[]): number[] {
+  const times: number[] = [];
+  let offset = 0;
+  for (const { duration, arrivalRate: a, rampTo } of phases) {
+    const b = rampTo ?? a;
+    const total = Math.round(((a + b) / 2) * duration);
+    for (let k = 0; k < total; k++) {
+      // The k-th arrival is where the arrivals so far, a·t + (b−a)·t²/(2·duration), reach k.
+      let t: number;
+      if (Math.abs(b - a) < 1e-9) t = k / a;
+      else {
+        const q = (b - a) / (2 * duration);
+        t = (-a + Math.sqrt(a * a + 4 * q * k)) / (2 * q);
+      }
+      times.push(offset + t * 1000);
+    }
+    offset += duration * 1000;
+  }
+  return times;
+}
+
+/** Short kinds for error counts: DDP errors by code, others by their first words. */
+function errorKind(error: unknown): string {
+  const e = error as { error?: unknown; message?: string } | null;
+  if (e && (typeof e.error === 'string' || typeof e.error === 'number')) return `ddp ${String(e.error)}`;
+  const message = e?.message ?? String(error);
+  if (message.startsWith('timeout')) return 'timeout';
+  return message.split(/[:(]/)[0]!.trim().slice(0, 60) || 'error';
+}
+
+export async function runLoad(options: RunOptions): Promise<RunResult> {
+  const fixed = options.concurrency !== undefined;
+  const arrivals = fixed ? [] : arrivalTimes(options.phases ?? []);
+  const planned = fixed ? options.concurrency! : arrivals.length;
+  if (planned === 0) throw new Error('the run would start no user: check --rate/--duration or --concurrency');
+  if (planned > options.maxUsers) throw new Error(`the run would start ${planned} users, more than --max-users ${options.maxUsers}`);
+
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const measurements = new Measurements(t0);
+  const counts = new Map<string, number>();
+  const traffic: ClientCounters = { messagesIn: 0, bytesIn: 0, messagesOut: 0, bytesOut: 0 };
+  const clients = new Set<LoadClient>();
+  const users = { planned, started: 0, completed: 0, failed: 0, aborted: 0, maxActive: 0 };
+  const arrivalsEnd = fixed ? (options.duration ?? 60) * 1000 : (arrivals.at(-1) ?? 0);
+  const hardDeadline = t0 + arrivalsEnd + options.graceSeconds * 1000;
+  let stopping = false;
+  let active = 0;
+
+  /** Pending sleeps, so that stopping the run wakes (and ends) every user at once. */
+  const stopTimers = new Set<() => void>();
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve, reject) => {
+      if (stopping) return reject(new StoppedError('stopped'));
+      const stop = () => {
+        clearTimeout(timer);
+        reject(new StoppedError('stopped'));
+      };
+      const timer = setTimeout(() => {
+        stopTimers.delete(stop);
+        resolve();
+      }, ms);
+      stopTimers.add(stop);
+    });
+
+  const runOnce = async (vu: number): Promise<void> => {
+    let client: LoadClient | undefined;
+    const ctx: ScenarioContext = {
+      vu,
+      params: options.params,
+      thinkMs: options.thinkMs,
+      get running() {
+        return !stopping && (!fixed || performance.now() - t0 < arrivalsEnd);
+      },
+      sleep: (ms) => (ms > 0 ? sleep(ms) : Promise.resolve()),
+      think: () => (options.thinkMs > 0 ? sleep(options.thinkMs) : Promise.resolve()),
+      measure: async (name, fn) => {
+        const started = performance.now();
+        const value = await fn();
+        measurements.record(name, performance.now() - started);
+        return value;
+      },
+      count: (name, by = 1) => counts.set(name, (counts.get(name) ?? 0) + by),
+    };
+    try {
+      client = await ctx.measure('connect', () => connectClient(options.client, options.url, traffic, options.timeoutMs));
+      clients.add(client);
+      await options.scenario(client, ctx);
+      users.completed++;
+      measurements.userCompleted();
+    } catch (error) {
+      if (error instanceof StoppedError || stopping) users.aborted++;
+      else {
+        users.failed++;
+        measurements.error(errorKind(error));
+      }
+    } finally {
+      if (client) {
+        clients.delete(client);
+        client.close();
+      }
+    }
+  };
+
+  const runUser = async (vu: number): Promise<void> => {
+    users.started++;
+    measurements.userStarted();
+    active++;
+    users.maxActive = Math.max(users.maxActive, active);
+    measurements.active(active);
+    try {
+      if (!fixed) await runOnce(vu);
+      else {
+        for (let i = 0; (options.iterations === undefined || i < options.iterations) && !stopping && performance.now() - t0 < arrivalsEnd; i++) {
+          await runOnce(vu);
+        }
+      }
+    } finally {
+      active--;
+      measurements.active(active);
+    }
+  };
+
+  const progress = setInterval(() => {
+    measurements.active(active);
+    const seconds = (performance.now() - t0) / 1000;
+    const errors = [...measurements.errors.values()].reduce((a, b) => a + b, 0);
+    const summaries = measurements.summaries();
+    const main = Object.keys(summaries).find((n) => n !== 'connect') ?? 'connect';
+    const p99 = measurements.recentP99(main);
+    options.onProgress?.(
+      `${seconds.toFixed(0).padStart(4)}s  users ${users.started}/${planned}  active ${active}  done ${users.completed}  errors ${errors}` +
+        `  ${main} p99 ${Number.isFinite(p99) ? `${p99.toFixed(1)} ms` : '-'}${options.progressExtra ? `  ${options.progressExtra()}` : ''}`,
+      { seconds, final: false },
+    );
+  }, 1000);
+
+  const running: Array<Promise<void>> = [];
+  const deadline = setTimeout(() => {
+    // Bounded in time: whoever is still running is stopped.
+    stopping = true;
+    for (const stop of stopTimers) stop();
+    for (const client of clients) client.close();
+  }, hardDeadline - performance.now());
+  try {
+    if (fixed) {
+      // Start the fixed crowd over one second rather than all in one instant.
+      for (let vu = 0; vu < planned; vu++) {
+        running.push(runUser(vu));
+        await new Promise((r) => setTimeout(r, 1000 / planned));
+      }
+    } else {
+      for (let vu = 0; vu < arrivals.length && !stopping; vu++) {
+        const wait = t0 + arrivals[vu]! - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        running.push(runUser(vu));
+      }
+    }
+    await Promise.all(running);
+  } finally {
+    clearTimeout(deadline);
+    clearInterval(progress);
+  }
+  const cpu = process.cpuUsage(cpu0);
+  const result: RunResult = {
+    seconds: (performance.now() - t0) / 1000,
+    users,
+    measures: measurements.summaries(),
+    counts: Object.fromEntries(counts),
+    errors: Object.fromEntries(measurements.errors),
+    traffic,
+    generatorCpuSeconds: (cpu.user + cpu.system) / 1e6,
+    timeline: measurements.timeline(),
+  };
+  options.onProgress?.(`${result.seconds.toFixed(0).padStart(4)}s  done: ${users.completed} completed, ${users.failed} failed, ${users.aborted} stopped`, {
+    seconds: result.seconds,
+    final: true,
+  });
+  return result;
+}

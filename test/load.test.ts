@@ -1,0 +1,207 @@
+/** `perseid load`: measurements, arrival shapes, counts against a real server, reports, bounds and the command line. */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { chromium } from 'playwright-core';
+import pubCycleApp from '../bench/apps/pub-cycle.js';
+import tasksApp from '../examples/tasks/app.js';
+import { Measurements } from '../src/load/measurements.js';
+import { compareReports } from '../src/load/report/compare.js';
+import { htmlReport } from '../src/load/report/html.js';
+import type { LoadReport } from '../src/load/report/model.js';
+import { runScenario } from '../src/load/run-scenario.js';
+import { arrivalTimes } from '../src/load/runner.js';
+import { metrics } from '../src/metrics/registry.js';
+import { startServer, type TestServer } from './helpers.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+
+describe('load measurements', () => {
+  it('computes percentiles right on known inputs', () => {
+    const m = new Measurements(0);
+    for (let i = 1; i <= 1000; i++) m.record('op', i, 0);
+    const s = m.summaries().op!;
+    assert.equal(s.count, 1000);
+    const near = (actual: number, expected: number) => assert.ok(Math.abs(actual - expected) <= expected * 0.002, `${actual} ≈ ${expected}`);
+    near(s.p50, 500);
+    near(s.p95, 950);
+    near(s.p99, 990);
+    near(s.max, 1000);
+    near(s.mean, 500.5);
+  });
+
+  it('spreads arrivals evenly, and along a ramp', () => {
+    assert.deepEqual(arrivalTimes([{ duration: 2, arrivalRate: 5 }]).map(Math.round), [0, 200, 400, 600, 800, 1000, 1200, 1400, 1600, 1800]);
+    const ramp = arrivalTimes([{ duration: 10, arrivalRate: 0, rampTo: 10 }]);
+    assert.equal(ramp.length, 50);
+    const gaps = ramp.slice(1).map((t, i) => t - ramp[i]!);
+    assert.ok(gaps[0]! > gaps.at(-1)! * 5, 'arrivals get denser as the rate ramps up');
+    const two = arrivalTimes([{ duration: 1, arrivalRate: 2 }, { duration: 1, arrivalRate: 4 }]);
+    assert.deepEqual(two.map(Math.round), [0, 500, 1000, 1250, 1500, 1750]);
+  });
+});
+
+describe('perseid load against real servers', () => {
+  let tasks: TestServer;
+  let items: TestServer;
+  let dir: string;
+  before(async () => {
+    tasks = await startServer((server) => tasksApp(server));
+    items = await startServer((server) => pubCycleApp(server));
+    dir = mkdtempSync(join(tmpdir(), 'perseid-load-'));
+  });
+  after(async () => {
+    await tasks.close();
+    await items.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs S1: every operation counted, messages in equal to what the server sent', async () => {
+    const sent = metrics.counter('perseid_messages_sent_total', '').get();
+    const report = await runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 1, arrivalRate: 20 }], params: { tasks: '3' } });
+    assert.deepEqual(report.users, { planned: 20, started: 20, completed: 20, failed: 0, aborted: 0, maxActive: report.users.maxActive });
+    assert.equal(report.measures.subscribe!.count, 20);
+    assert.equal(report.measures.insertTask!.count, 60);
+    assert.equal(report.measures.removeTask!.count, 60);
+    assert.equal(report.measures.removeAllTasks!.count, 40);
+    assert.equal(report.measures.connect!.count, 20);
+    assert.equal(report.traffic.messagesOut, 20 * (1 + 1 + 2 + 3 + 3));
+    assert.equal(report.traffic.messagesIn, metrics.counter('perseid_messages_sent_total', '').get() - sent);
+    assert.deepEqual(report.errors, {});
+    assert.ok(report.rates.operationsPerSecond > 0);
+    assert.equal(report.timeline.reduce((n, p) => n + p.completed, 0), 20);
+  });
+
+  it('runs S2 (calls and checks fetchTasks), S3 (pub-cycle, fixed concurrency) and S6 (hold idle)', async () => {
+    const s2 = await runScenario({ url: tasks.url, scenario: 's2', phases: [{ duration: 1, arrivalRate: 5 }], params: { tasks: '2' } });
+    assert.equal(s2.users.completed, 5);
+    assert.equal(s2.measures.insertTask!.count, 10);
+    const s3 = await runScenario({ url: items.url, scenario: 's3', concurrency: 3, duration: 1.5, params: { size: '20kb' } });
+    assert.equal(s3.users.failed, 0);
+    assert.ok(s3.measures.subscribe!.count >= 6, `${s3.measures.subscribe!.count} subscriptions in 1.5 s by 3 users`);
+    assert.ok(s3.rates.subscriptionsPerMinute! > 0);
+    // 20 documents + ready per subscription, plus connected.
+    assert.equal(s3.traffic.messagesIn, s3.measures.subscribe!.count * 22);
+    const s6 = await runScenario({ url: tasks.url, scenario: 's6', phases: [{ duration: 0.5, arrivalRate: 20 }], params: { hold: '0.5' } });
+    assert.equal(s6.users.completed, 10);
+    assert.equal(s6.counts['connections held'], 10);
+  });
+
+  it('runs a script with the full client, waiting on collection state', async () => {
+    const script = join(dir, 'script.mjs');
+    writeFileSync(
+      script,
+      `export const options = { client: 'full', description: 'insert and watch' };
+export default async function (client, ctx) {
+  await client.subscribe('fetchTasks');
+  const id = await ctx.measure('insert', () => client.call('insertTask', { description: 'scripted', sessionId: 'script-' + ctx.vu }));
+  if (!client.collection('taskCollection').findOne(id)) throw new Error('inserted task not in the local collection');
+  await ctx.measure('remove', () => client.expect('removed', 'taskCollection', id, () => client.call('removeTask', { taskId: id })));
+}\n`,
+    );
+    const report = await runScenario({ url: tasks.url, scenario: script, phases: [{ duration: 1, arrivalRate: 4 }] });
+    assert.equal(report.client, 'full');
+    assert.equal(report.users.completed, 4, JSON.stringify(report.errors));
+    assert.equal(report.measures.insert!.count, 4);
+  });
+
+  it('stops users still running at the deadline, and refuses runs larger than --max-users', async () => {
+    const script = join(dir, 'forever.mjs');
+    writeFileSync(script, `export default async function (client, ctx) { while (true) await ctx.sleep(50); }\n`);
+    const started = Date.now();
+    const report = await runScenario({ url: tasks.url, scenario: script, client: 'lean', phases: [{ duration: 0.2, arrivalRate: 10 }], graceSeconds: 0.5 });
+    assert.equal(report.users.aborted, 2);
+    assert.ok(Date.now() - started < 5000);
+    await assert.rejects(runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 10, arrivalRate: 10 }], maxUsers: 50 }), /more than --max-users 50/);
+  });
+
+  it('counts failures by kind when the server refuses what a scenario asks', async () => {
+    const report = await runScenario({ url: tasks.url, scenario: 's3', concurrency: 2, duration: 0.5, params: { size: '20kb' } });
+    assert.equal(report.users.completed, 0);
+    assert.ok((report.errors['ddp 404'] ?? 0) >= 2, JSON.stringify(report.errors));
+  });
+
+  it('writes an HTML report whose charts render in headless Chromium', { skip: CHROMIUM ? false : 'Chromium not found (apt-get install chromium)' }, async () => {
+    const report = await runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 2, arrivalRate: 5 }], params: { tasks: '2' }, serverPid: process.pid });
+    const file = join(dir, 'report.html');
+    writeFileSync(file, htmlReport(report));
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'] });
+    try {
+      const page = await browser.newPage();
+      const errors: string[] = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      await page.goto(`file://${file}`);
+      await page.waitForFunction(() => (window as unknown as { charts?: unknown[] }).charts?.length === 4);
+      assert.equal(await page.locator('canvas').count(), 4);
+      assert.deepEqual(errors, []);
+      assert.match((await page.textContent('h1')) ?? '', /perseid load · s1/);
+    } finally {
+      await browser.close();
+    }
+  });
+
+  it('compares with an earlier report and flags what got worse', async () => {
+    const report = await runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 1, arrivalRate: 5 }], params: { tasks: '2' } });
+    assert.ok(compareReports(report, report).every((c) => c.worsePercent === 0));
+    const better: LoadReport = JSON.parse(JSON.stringify(report)) as LoadReport;
+    better.measures.insertTask!.p99 = report.measures.insertTask!.p99 / 2;
+    better.rates.operationsPerSecond = report.rates.operationsPerSecond * 2;
+    const changes = compareReports(report, better);
+    assert.ok(changes.find((c) => c.figure === 'insertTask p99 ms')!.worsePercent > 90);
+    assert.ok(changes.find((c) => c.figure === 'operations/s')!.worsePercent > 40);
+  });
+
+  describe('the command line', () => {
+    // Asynchronous: the servers under test live in this process and must keep answering.
+    const cli = (args: string[]) =>
+      new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+        execFile(process.execPath, ['dist/src/cli/main.js', 'load', ...args], { timeout: 60000 }, (error, stdout, stderr) =>
+          resolve({ status: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+        );
+      });
+
+    it('prints its help, with the built-in scenarios', async () => {
+      const out = await cli(['--help']);
+      assert.equal(out.status, 0);
+      assert.match(out.stdout, /Usage: perseid load/);
+      for (const name of ['s1', 's2', 's3', 's4', 's6']) assert.match(out.stdout, new RegExp(`\\n  ${name}  `));
+    });
+
+    it('exits 2 with a clear message on bad options and unreachable servers', async () => {
+      const cases: Array<[string[], RegExp]> = [
+        [['--url', tasks.url], /Missing the scenario/],
+        [['s1'], /Missing --url/],
+        [['s1', '--url', 'ftp://x'], /--url must be an http\(s\) or ws\(s\) URL/],
+        [['s1', '--url', tasks.url, '--client', 'thin'], /--client must be lean or full/],
+        [['s1', '--url', tasks.url, '--phase', '10'], /--phase must be/],
+        [['s1', '--url', tasks.url, '--rate', '5', '--concurrency', '2'], /cannot be combined/],
+        [['s1', '--url', tasks.url, '--rate', 'fast'], /--rate must be a number/],
+        [['nope', '--url', tasks.url], /cannot load the scenario 'nope'/],
+        [['s1', '--url', 'http://127.0.0.1:9'], /cannot reach http:\/\/127\.0\.0\.1:9/],
+        [['s1', '--url', tasks.url, '--rate', '100', '--duration', '100', '--max-users', '10'], /more than --max-users 10/],
+      ];
+      for (const [args, message] of cases) {
+        const out = await cli(args);
+        assert.equal(out.status, 2, `${args.join(' ')}: ${out.stderr}`);
+        assert.match(out.stderr, message);
+      }
+    });
+
+    it('writes JSON, and exits 1 when --compare finds a figure worse than the threshold', async () => {
+      const json = join(dir, 'cli.json');
+      const first = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=2', '--json', json]);
+      assert.equal(first.status, 0, first.stderr);
+      assert.match(first.stdout, /insertTask/);
+      const report = JSON.parse(readFileSync(json, 'utf8')) as LoadReport;
+      assert.equal(report.users.completed, 5);
+      report.measures.insertTask!.p99 = 0.001;
+      writeFileSync(json, JSON.stringify(report));
+      const second = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=2', '--compare', json, '--threshold', '10']);
+      assert.equal(second.status, 1);
+      assert.match(second.stdout, /insertTask p99 ms.*WORSE/);
+    });
+  });
+});
