@@ -14,7 +14,13 @@ export const loadCommand: CommandSpec = {
   summary: 'Load-test a DDP server (Perseid, Meteor, any) with scripted clients; report latencies, rates and server CPU/RAM.',
   usage: 'perseid load <s1|s2|s3|s4|s6|./script.js> --url <server> [options]',
   options: {
-    url: { type: 'string', short: 'u', value: '<url>', help: 'Server to load: http(s)://host:port or ws(s)://host:port/websocket; the only host it connects to' },
+    url: {
+      type: 'string',
+      short: 'u',
+      multiple: true,
+      value: '<url>',
+      help: 'Server to load: http(s)://host:port or ws(s)://host:port/websocket; the only host it connects to (repeat to spread users over several)',
+    },
     rate: { type: 'string', short: 'r', value: '<users/s>', help: 'Users arriving per second (each runs the scenario once)' },
     duration: { type: 'string', short: 'd', value: '<s>', help: 'Seconds of arrivals, or of a fixed-concurrency run' },
     'ramp-to': { type: 'string', value: '<users/s>', help: 'Arrival rate at the end of --duration (a linear ramp)' },
@@ -66,14 +72,17 @@ function settingsFrom(parsed: Parsed): LoadSettings {
   const { values, positionals } = parsed;
   const [scenario] = positionals;
   if (!scenario) throw new UsageError(`Missing the scenario: one of ${Object.keys(BUILT_IN).join(', ')}, or a script path`);
-  if (typeof values.url !== 'string') throw new UsageError('Missing --url <server>');
-  try {
-    const u = new URL(values.url.includes('://') ? values.url : `http://${values.url}`);
-    if (!/^(https?|wss?):$/.test(u.protocol)) throw new Error('protocol');
-  } catch {
-    throw new UsageError(`--url must be an http(s) or ws(s) URL (got ${values.url})`);
+  const urls = (values.url as string[] | undefined) ?? [];
+  if (urls.length === 0) throw new UsageError('Missing --url <server>');
+  for (const url of urls) {
+    try {
+      const u = new URL(url.includes('://') ? url : `http://${url}`);
+      if (!/^(https?|wss?):$/.test(u.protocol)) throw new Error('protocol');
+    } catch {
+      throw new UsageError(`--url must be an http(s) or ws(s) URL (got ${url})`);
+    }
   }
-  const settings: LoadSettings = { url: values.url, scenario, command: `perseid load ${process.argv.slice(3).join(' ')}` };
+  const settings: LoadSettings = { url: urls.length === 1 ? urls[0]! : urls, scenario, command: `perseid load ${process.argv.slice(3).join(' ')}` };
   const client = values.client;
   if (client !== undefined && client !== 'lean' && client !== 'full') throw new UsageError('--client must be lean or full');
   if (client) settings.client = client;

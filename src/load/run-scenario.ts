@@ -14,7 +14,8 @@ import type { Phase, ScenarioModule } from './scenario.js';
 import { BUILT_IN } from './scenarios/index.js';
 
 export interface LoadSettings {
-  url: string;
+  /** The server, or several: users are spread over them in turn. */
+  url: string | string[];
   /** A built-in name (s1 … s6) or the path of a script module. */
   scenario: string;
   client?: 'lean' | 'full';
@@ -98,8 +99,11 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
   let sampler: ProcessSampler | undefined;
   try {
     if (settings.spawnServer) child = spawnServer(settings.spawnServer);
-    const problem = await reachable(settings.url, child ? 30000 : 3000);
-    if (problem) throw new LoadSetupError(`cannot reach ${settings.url}: ${problem}`);
+    const urls = [settings.url].flat();
+    for (const url of urls) {
+      const problem = await reachable(url, child ? 30000 : 3000);
+      if (problem) throw new LoadSetupError(`cannot reach ${url}: ${problem}`);
+    }
     const pid = child?.pid ?? settings.serverPid;
     if (pid !== undefined) {
       try {
@@ -109,7 +113,7 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
       }
     }
     const result = await runLoad({
-      url: settings.url,
+      urls,
       scenario: module.default,
       client,
       ...shape,
@@ -141,7 +145,7 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
       date: new Date().toISOString(),
       node: process.version,
       command: settings.command ?? `perseid load ${name}`,
-      url: settings.url,
+      url: urls.join(' '),
       scenario: { name, description: defaults.description ?? 'custom scenario' },
       client,
       shape: { ...shape, thinkMs: settings.thinkMs ?? 0 },

@@ -10,7 +10,8 @@ import { Measurements, type LatencySummary, type TimelinePoint } from './measure
 import type { Phase, Scenario, ScenarioContext } from './scenario.js';
 
 export interface RunOptions {
-  url: string;
+  /** Servers; each new user connects to the next one in turn. */
+  urls: readonly string[];
   scenario: Scenario;
   client: 'lean' | 'full';
   phases?: Phase[];
@@ -112,6 +113,7 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
       stopTimers.add(stop);
     });
 
+  let nextUrl = 0;
   const runOnce = async (vu: number): Promise<void> => {
     let client: LoadClient | undefined;
     const ctx: ScenarioContext = {
@@ -132,7 +134,7 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
       count: (name, by = 1) => counts.set(name, (counts.get(name) ?? 0) + by),
     };
     try {
-      client = await ctx.measure('connect', () => connectClient(options.client, options.url, traffic, options.timeoutMs));
+      client = await ctx.measure('connect', () => connectClient(options.client, options.urls[nextUrl++ % options.urls.length]!, traffic, options.timeoutMs));
       clients.add(client);
       await options.scenario(client, ctx);
       users.completed++;
