@@ -57,3 +57,14 @@ export function createLogger(component: string): Logger {
     child: (sub) => createLogger(`${component}:${sub}`),
   };
 }
+
+/** A URL fit for logs and error messages: its password hidden. */
+export function redactedUrl(raw: string): string {
+  try {
+    const url = new URL(raw);
+    if (url.password) url.password = '***';
+    return url.href;
+  } catch {
+    return '(an unparsable URL)';
+  }
+}

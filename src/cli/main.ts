@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `perseid` command. */
 import { helpText, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { DatabaseUnavailableError } from '../data/driver.js';
 import { loadCommand, runLoadCommand } from './load.js';
 import { runStart, startCommand } from './start.js';
 
@@ -54,6 +55,10 @@ async function main(argv: string[]): Promise<number> {
     if (error instanceof UsageError) {
       process.stderr.write(`perseid ${name}: ${error.message}\n\nRun \`perseid ${name} --help\` for usage.\n`);
       return 2;
+    }
+    if (error instanceof DatabaseUnavailableError) {
+      process.stderr.write(`perseid ${name}: ${error.detail}\n`);
+      return 1;
     }
     throw error;
   }

@@ -1,11 +1,18 @@
 /** `perseid start <app>`: open the database, load the app module, serve it. */
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { openDatabase, setDefaultDatabase } from '../data/database.js';
-import { createLogger, setLogLevel, type LogLevel } from '../log.js';
+import { Primary } from '../cluster/primary.js';
+import { LoadMonitor } from '../cluster/load-monitor.js';
+import { processId } from '../cluster/membership.js';
+import { isWorker, primaryFeedLink, serveAsWorker } from '../cluster/worker.js';
+import { openDatabase, setDefaultDatabase, type Database } from '../data/database.js';
+import { openMongoStore, type ChangeSourceChoice } from '../data/mongo/store.js';
+import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
 import { createServer, DEFAULT_COMPRESSION, type PerseidServer } from '../server/app.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
 export const startCommand: CommandSpec = {
   name: 'start',
@@ -29,6 +36,21 @@ export const startCommand: CommandSpec = {
       help: 'Compress WebSocket messages of at least this many bytes, or off (default 1024; Meteor\'s SERVER_WEBSOCKET_COMPRESSION is honoured too)',
     },
     'log-level': { type: 'string', env: 'PERSEID_LOG_LEVEL', default: 'info', value: '<level>', help: 'debug, info, warn, error or silent' },
+    workers: {
+      type: 'string',
+      short: 'w',
+      env: 'PERSEID_WORKERS',
+      value: '<n|auto>',
+      help: 'Run n worker processes (auto: one per core) behind this one; needs MONGO_URL',
+    },
+    'drain-ms': {
+      type: 'string',
+      env: 'PERSEID_DRAIN_MS',
+      default: '10000',
+      value: '<ms>',
+      help: 'On SIGTERM, close open connections spread over this long, so clients reconnect elsewhere gradually',
+    },
+    ...scaleOutOptions,
   },
   details: [
     'The app module\'s default export is called with the server before it starts listening:',
@@ -39,6 +61,7 @@ export const startCommand: CommandSpec = {
     '  }',
     '',
     'With MONGO_URL set, collections live in MongoDB instead of the embedded store.',
+    'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) stops at once.',
   ].join('\n'),
 };
 
@@ -68,58 +91,140 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
   return { ...DEFAULT_COMPRESSION, threshold };
 }
 
-export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<PerseidServer> {
+/** Opens the database, creates the server and runs the app module's setup on it. */
+async function bootApp(appPath: string, database: Database, compression: CompressionOptions | false): Promise<PerseidServer> {
+  setDefaultDatabase(database);
+  const server = createServer({ compression });
+  const app = (await import(pathToFileURL(resolve(appPath)).href)) as { default?: unknown };
+  if (typeof app.default !== 'function') throw new UsageError(`${appPath} has no default export function (server) => { ... }`);
+  await (app.default as (server: PerseidServer) => unknown)(server);
+  return server;
+}
+
+function workerCount(raw: string | boolean | string[] | undefined): number {
+  if (raw === undefined || raw === '0') return 0;
+  if (raw === 'auto') return availableParallelism();
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > 256) throw new UsageError(`--workers must be a count or auto (got ${String(raw)})`);
+  return n;
+}
+
+function shownUrl(host: string, port: number): string {
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return `http://${shown}:${port}`;
+}
+
+/** SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C, stops now; a second signal exits. */
+function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>): void {
+  let stopping = false;
+  const handle = (signal: string, work: () => Promise<void>) => {
+    if (stopping) {
+      log.warn('second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info(signal === 'SIGTERM' ? 'draining, then stopping' : 'stopping', { signal });
+    work().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error('shutdown failed', { error });
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGINT', () => handle('SIGINT', stop));
+  process.once('SIGTERM', () => handle('SIGTERM', drain));
+}
+
+export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<PerseidServer | Primary> {
   const [appPath] = parsed.positionals;
   if (!appPath) throw new UsageError('Missing the app module: perseid start <app-module>');
   const { values } = parsed;
   const level = String(values['log-level']);
   if (!LEVELS.includes(level)) throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
   setLogLevel(level as LogLevel);
-  const log = createLogger('perseid');
+  const log = createLogger(isWorker() ? `worker ${env.PERSEID_WORKER_ID}` : 'perseid');
   const port = integerOption(values, 'port', 0, 65535)!;
   const host = String(values.host);
   const compression = compressionOption(values.compression as string | undefined, env);
+  const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
+  const workers = workerCount(values.workers);
+  const scale = readScaleOut(values, env);
+  const id = processId();
+  // Every process of a fan-out cluster (workers too) hears the bus itself.
+  const fanout = scale.fanout && (isWorker() || workers === 0) ? await openFanout(scale, id, log) : undefined;
+  const closeFanout = () => fanout?.bus.close();
 
-  const database = await openDatabase({ dataDir: String(values['data-dir']), fsync: values.fsync === true });
-  setDefaultDatabase(database);
-  const server = createServer({ compression });
-
-  const moduleUrl = pathToFileURL(resolve(appPath)).href;
-  const app = (await import(moduleUrl)) as { default?: unknown };
-  if (typeof app.default !== 'function') {
-    throw new UsageError(`${appPath} has no default export function (server) => { ... }`);
+  if (isWorker()) {
+    // Forked by a primary: the same app, fed by the bus or by the primary's change feed, serving what it hands over.
+    const feed = env.PERSEID_CHANGE_SOURCE === 'ipc' ? { link: primaryFeedLink(), name: env.PERSEID_MACHINE_FEED ?? 'change feed' } : undefined;
+    const database = await openDatabase({ feed, fanout: fanout?.store });
+    const server = await bootApp(appPath, database, compression);
+    await serveAsWorker(server);
+    process.once('SIGTERM', () => void server.close().then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
+    return server;
   }
-  await (app.default as (server: PerseidServer) => unknown)(server);
 
-  const { port: boundPort, host: boundHost } = await server.listen(port, host);
-  const shownHost = boundHost === '0.0.0.0' || boundHost === '::' ? '127.0.0.1' : boundHost.includes(':') ? `[${boundHost}]` : boundHost;
-  log.info(`Perseid is running at http://${shownHost}:${boundPort}`, {
+  if (workers > 0) {
+    const mongoUrl = env.MONGO_URL;
+    if (!mongoUrl) {
+      throw new UsageError('--workers needs MONGO_URL: the embedded store belongs to a single process. Run one process, or keep the data in MongoDB.');
+    }
+    // One change feed for the machine, shared with the workers (unless they hear the fan-out bus).
+    const feedStore = scale.fanout
+      ? undefined
+      : await openMongoStore({
+          url: mongoUrl,
+          oplogUrl: env.MONGO_OPLOG_URL || undefined,
+          changeSource: (env.PERSEID_CHANGE_SOURCE as ChangeSourceChoice | undefined) ?? 'auto',
+        });
+    const polling = feedStore?.changes.name === 'polling';
+    const primary = new Primary({
+      workers,
+      workerModule: process.argv[1]!,
+      workerArgs: process.argv.slice(2),
+      // A polled database has no feed to share: each worker polls for itself.
+      workerEnv: feedStore ? { ...env, PERSEID_CHANGE_SOURCE: polling ? 'poll' : 'ipc', PERSEID_MACHINE_FEED: feedStore.changes.name } : env,
+      feed: feedStore && !polling ? { changes: feedStore.changes, poke: (collection) => feedStore.poke(collection) } : undefined,
+      log,
+    });
+    const bound = await primary.listen(port, host);
+    const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log) : undefined;
+    log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
+      app: appPath,
+      workers,
+      store: 'mongo',
+      changes: feedStore ? feedStore.changes.name : 'the fan-out bus',
+      cluster: joined?.membership.id,
+    });
+    const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
+    onSignals(
+      log,
+      () => primary.drain(drainMs).then(after),
+      () => primary.close().then(after),
+    );
+    return primary;
+  }
+
+  const database = await openDatabase({ dataDir: String(values['data-dir']), fsync: values.fsync === true, fanout: fanout?.store });
+  const server = await bootApp(appPath, database, compression);
+  const bound = await server.listen(port, host);
+  const monitor = new LoadMonitor(() => server.sessionCount);
+  const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log) : undefined;
+  if (!joined) monitor.stop();
+  log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
     app: appPath,
     store: database.driver.kind,
     dataDir: database.driver.kind === 'embedded' ? String(values['data-dir']) : undefined,
     compression: compression ? compression.threshold : 'off',
+    fanout: fanout ? 'redis' : undefined,
+    cluster: joined?.membership.id,
   });
-
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) {
-      log.warn('second signal: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
-    log.info('shutting down', { signal });
-    void server
-      .close()
-      .then(() => database.close())
-      .then(
-        () => process.exit(0),
-        (error: unknown) => {
-          log.error('shutdown failed', { error });
-          process.exit(1);
-        },
-      );
-  };
-  process.once('SIGINT', () => shutdown('SIGINT'));
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
+  onSignals(
+    log,
+    () => server.drain(drainMs).then(after),
+    () => server.close().then(after),
+  );
   return server;
 }

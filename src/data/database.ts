@@ -8,7 +8,8 @@ import { metrics } from '../metrics/registry.js';
 import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
 import type { StorageDriver } from './driver.js';
 import { openEmbeddedStore } from './embedded/store.js';
-import { openMongoStore, type ChangeSourceChoice } from './mongo/store.js';
+import type { FeedLink } from './mongo/ipc-feeder.js';
+import { openMongoStore, type ChangeSourceChoice, type MongoStoreOptions } from './mongo/store.js';
 
 export class Database {
   readonly liveQueries: LiveQueryRegistry;
@@ -47,9 +48,13 @@ export interface DatabaseOptions extends RegistryOptions {
   pollIntervalMs?: number;
   /** How long a MongoDB operation waits for a reachable server before failing with 503 (default 10000). */
   serverSelectionTimeoutMs?: number;
+  /** A worker's link to its primary's change feed (change source `ipc`). */
+  feed?: { link: FeedLink; name: string };
+  /** Cross-server fan-out (see MongoStoreOptions.fanout). */
+  fanout?: MongoStoreOptions['fanout'];
 }
 
-const CHANGE_SOURCES: ChangeSourceChoice[] = ['auto', 'change-stream', 'oplog', 'poll'];
+const CHANGE_SOURCES: ChangeSourceChoice[] = ['auto', 'change-stream', 'oplog', 'poll', 'ipc'];
 
 export async function openDatabase(options: DatabaseOptions = {}): Promise<Database> {
   const mongoUrl = options.mongoUrl ?? process.env.MONGO_URL;
@@ -62,6 +67,8 @@ export async function openDatabase(options: DatabaseOptions = {}): Promise<Datab
       changeSource,
       pollIntervalMs: options.pollIntervalMs ?? (Number(process.env.PERSEID_POLL_INTERVAL_MS) || undefined),
       serverSelectionTimeoutMs: options.serverSelectionTimeoutMs,
+      feed: options.feed,
+      fanout: options.fanout,
     });
     return new Database(store, options);
   }

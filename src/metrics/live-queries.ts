@@ -11,6 +11,7 @@ export const liveQueryMetrics = {
   databaseReads: metrics.counter('perseid_database_documents_read_total', 'Documents read from MongoDB, by anything (queries, live queries, fences)'),
   fellBehind: metrics.counter('perseid_live_queries_fell_behind_total', 'Times a live query dropped its queued changes and re-read instead'),
   requeries: metrics.counter('perseid_live_query_requeries_total', 'Times a live query re-ran its query and diffed'),
+  changesReceived: metrics.counter('perseid_changes_received_total', 'Document changes received from the change source (database feed, workers\' primary, or fan-out bus)'),
   changesSeen: metrics.counter('perseid_live_query_changes_seen_total', 'Change events examined by live queries'),
   changesPublished: metrics.counter('perseid_live_query_changes_published_total', 'Document changes live queries passed to observers'),
 };

@@ -51,4 +51,10 @@ export interface ChangeSource {
    * query reads its initial result only after this, so no change falls between.
    */
   ready?(collection: string): Promise<void>;
+  /**
+   * What the live queries of `collection` depend on: every document, or only
+   * these (idStringify'd) ids. Sources that can receive less (per-document
+   * fan-out channels) use it; others ignore it.
+   */
+  interest?(collection: string, ids: ReadonlySet<string> | 'all'): void;
 }

@@ -9,6 +9,7 @@ import { idStringify } from '../ddp/ids.js';
 import { createLogger, type Logger } from '../log.js';
 import { liveQueryMetrics } from '../metrics/live-queries.js';
 import { queryKey } from '../query/key.js';
+import { selectorIds } from '../query/selector.js';
 import type { ChangeEvent } from './change-source.js';
 import { LiveQuery, type LiveQueryObserver } from './live-query.js';
 
@@ -132,6 +133,8 @@ export class LiveQueryRegistry {
       watch = { queries, unwatch };
       this.collections.set(spec.collection, watch);
     }
+    // Before the query asks whether the source is ready: a source subscribing by document must subscribe this query's first.
+    this.reportInterest(spec.collection, spec);
     const query = new LiveQuery(key, spec, this.driver.collection(spec.collection), {
       requeryThrottleMs: this.options.requeryThrottleMs ?? 50,
       windowBuffer: this.options.windowBuffer ?? Math.max(10, spec.limit ?? 0),
@@ -174,8 +177,24 @@ export class LiveQueryRegistry {
       if (watch.queries.size === 0) {
         watch.unwatch();
         this.collections.delete(query.collection);
-      }
+      } else this.reportInterest(query.collection);
     }
+  }
+
+  /** Tells the change source which documents of `collection` its live queries (and `starting`) can be changed by. */
+  private reportInterest(collection: string, starting?: QuerySpec): void {
+    const report = this.driver.changes.interest;
+    const watch = this.collections.get(collection);
+    if (!report || !watch) return;
+    const ids = new Set<string>();
+    const specs = [...watch.queries].map((query) => query.spec);
+    if (starting) specs.push(starting);
+    for (const spec of specs) {
+      const named = selectorIds(spec.selector);
+      if (!named) return report.call(this.driver.changes, collection, 'all');
+      for (const id of named) ids.add(idStringify(id));
+    }
+    report.call(this.driver.changes, collection, ids);
   }
 
   /** One read per (document, change) however many live queries need it. */

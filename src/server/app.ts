@@ -2,11 +2,16 @@
  * The application server: methods, publications, and the HTTP server that
  * carries DDP (WebSocket and SockJS) next to static files and a health check.
  */
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createLogger, type Logger } from '../log.js';
+import type { ConnectionRouter } from '../cluster/connection-router.js';
+import { BALANCED_HEADER } from '../cluster/membership.js';
 import { TransportEndpoint } from '../transport/endpoint.js';
+import { pathOf } from '../transport/paths.js';
+import { proxyUpgrade } from '../transport/proxy.js';
+import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import type { DdpSocket } from '../transport/socket.js';
 import type { ConnectionHandle } from './connection-handle.js';
@@ -53,6 +58,9 @@ export class PerseidServer implements SessionServer {
   private readonly transport: TransportEndpoint;
   private routes: HttpRoutes;
   private readonly startedAt = Date.now();
+  private draining = false;
+  private router: ConnectionRouter | undefined;
+  private readonly drainHooks: Array<() => Promise<void>> = [];
 
   constructor(options: ServerOptions = {}) {
     this.log = options.logger ?? createLogger('server');
@@ -81,17 +89,34 @@ export class PerseidServer implements SessionServer {
     this.routes = new HttpRoutes(options.publicDir, () => this.health());
     this.httpServer = createHttpServer((req, res) => {
       res.setHeader('server', 'perseid');
-      if (!this.transport.handleRequest(req, res)) this.routes.handle(req, res);
+      if (this.router && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.router.sockjsBaseUrl());
+      else if (!this.transport.handleRequest(req, res)) this.routes.handle(req, res);
     });
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
-      if (!this.transport.handleUpgrade(req, socket, head)) {
-        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
-      }
+      const target = this.router?.upgradeTarget(req);
+      if (!target) return this.serveUpgrade(req, socket, head);
+      proxyUpgrade(req, socket, head, target, { [BALANCED_HEADER]: '1' }, (error) => {
+        this.log.warn('could not pass a connection on; serving it here', { to: `${target.host}:${target.port}`, error: error.message });
+        target.unreachable();
+        this.serveUpgrade(req, socket, head);
+      });
     });
     this.httpServer.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();
     });
+  }
+
+  /** Lets `router` (a cluster's balancer) send new clients to other servers. */
+  routeConnections(router: ConnectionRouter): this {
+    this.router = router;
+    return this;
+  }
+
+  /** Runs `hook` first when the server drains (leaving a cluster's registry, say). */
+  onDrain(hook: () => Promise<void>): this {
+    this.drainHooks.push(hook);
+    return this;
   }
 
   /** Defines methods, Meteor style: `server.methods({ name(...params) { ... } })`. */
@@ -122,6 +147,10 @@ export class PerseidServer implements SessionServer {
     return this;
   }
 
+  get publicDir(): string | undefined {
+    return this.routes.publicDir;
+  }
+
   /** How the merge box treats one collection's documents (see PublicationStrategy). */
   setPublicationStrategy(collection: string, strategy: PublicationStrategy): this {
     this.strategies.set(collection, strategy);
@@ -147,6 +176,25 @@ export class PerseidServer implements SessionServer {
     });
   }
 
+  /**
+   * Graceful shutdown: stop taking connections (/health answers 503 so a
+   * balancer stops sending), then close the open ones spread over `windowMs`,
+   * so their clients reconnect elsewhere without arriving all at once.
+   */
+  async drain(windowMs: number): Promise<void> {
+    this.draining = true;
+    for (const hook of this.drainHooks) await hook().catch((error: Error) => this.log.warn('drain step failed', { error: error.message }));
+    this.httpServer.close();
+    const sockets = [...this.sockets];
+    this.log.info('draining', { connections: sockets.length, windowMs });
+    const step = sockets.length > 0 ? windowMs / sockets.length : 0;
+    for (const socket of sockets) {
+      socket.close(1001, 'Server draining');
+      if (step > 0) await new Promise((r) => setTimeout(r, step));
+    }
+    await this.close();
+  }
+
   /** Stops accepting connections and closes every open one. */
   async close(): Promise<void> {
     this.transport.close();
@@ -163,7 +211,7 @@ export class PerseidServer implements SessionServer {
   }
 
   health(): HealthReport {
-    return { status: 'ok', sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+    return { status: this.draining ? 'draining' : 'ok', sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
   }
 
   // ---- SessionServer ----
@@ -204,7 +252,16 @@ export class PerseidServer implements SessionServer {
     this.log.debug('session closed', { session: session.id });
   }
 
+  private serveUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (!this.transport.handleUpgrade(req, socket, head)) socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+  }
+
   private accept(socket: DdpSocket): void {
+    if (this.draining) {
+      // A connection that slipped in while draining (a keep-alive SockJS request): send it elsewhere.
+      socket.close(1001, 'Server draining');
+      return;
+    }
     this.sockets.add(socket);
     const session = new Session(socket, this);
     session.connection.onClose(() => this.sockets.delete(socket));

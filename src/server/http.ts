@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import serveStatic from 'serve-static';
 import { metrics } from '../metrics/registry.js';
+import { pathOf } from '../transport/paths.js';
 
 export interface HealthReport {
   status: 'ok' | 'draining';
@@ -15,12 +16,6 @@ export interface HealthReport {
 }
 
 const CLIENT_BUNDLE = new URL('../../browser/perseid-client.js', import.meta.url);
-
-export function pathOf(url: string | undefined): string {
-  const path = url ?? '/';
-  const q = path.indexOf('?');
-  return q === -1 ? path : path.slice(0, q);
-}
 
 function notFound(res: ServerResponse): void {
   res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
@@ -32,10 +27,14 @@ export class HttpRoutes {
   private clientBundle: Promise<Buffer> | undefined;
 
   constructor(
-    publicDir: string | undefined,
+    readonly publicDir: string | undefined,
     private readonly health: () => HealthReport,
   ) {
     this.serveFiles = publicDir ? serveStatic(publicDir, { index: ['index.html'] }) : undefined;
+  }
+
+  get hasPublicDir(): boolean {
+    return this.publicDir !== undefined;
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {

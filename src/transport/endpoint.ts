@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import sockjs from 'sockjs';
 import { WebSocketServer } from 'ws';
 import type { Logger } from '../log.js';
+import { isRawWebSocketPath, isSockjsWebSocketPath, pathOf } from './paths.js';
 import type { CompressionOptions, FrameVariant } from './frames.js';
 import type { DdpSocket } from './socket.js';
 import { SockjsConnection } from './sockjs-connection.js';
@@ -29,13 +30,7 @@ export interface TransportOptions {
   sockjsDisconnectDelayMs: number;
 }
 
-const RAW_WEBSOCKET = /^\/(?:sockjs\/)?websocket\/?$/;
-const SOCKJS_WEBSOCKET = /^\/sockjs\/[^/.]+\/[^/.]+\/websocket\/?$/;
 
-function pathOf(url: string | undefined): string {
-  const q = (url ?? '/').indexOf('?');
-  return q === -1 ? (url ?? '/') : url!.slice(0, q);
-}
 
 /** Reads the server window size out of the negotiated Sec-WebSocket-Extensions answer. */
 function negotiatedVariant(responseHeaders: string[], framing: 'raw' | 'sockjs'): FrameVariant {
@@ -100,7 +95,7 @@ export class TransportEndpoint {
   /** Handles a WebSocket upgrade; returns false (leaving the socket untouched) for paths that are not ours. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
     const path = pathOf(req.url);
-    const framing = RAW_WEBSOCKET.test(path) ? 'raw' : SOCKJS_WEBSOCKET.test(path) ? 'sockjs' : undefined;
+    const framing = isRawWebSocketPath(path) ? 'raw' : isSockjsWebSocketPath(path) ? 'sockjs' : undefined;
     if (!framing) return false;
     this.wss.handleUpgrade(req, socket, head, (ws, request) => {
       const variant = negotiatedVariant(this.negotiated.get(request) ?? [], framing);

@@ -13,6 +13,7 @@
  */
 import { idStringify } from '../../ddp/ids.js';
 import type { Logger } from '../../log.js';
+import { liveQueryMetrics } from '../../metrics/live-queries.js';
 import type { ChangeEvent, ChangeListener, ChangeSource, DocumentChange } from '../../reactive/change-source.js';
 import type { Document } from '../types.js';
 
@@ -51,6 +52,12 @@ export class ChangeHub implements ChangeSource {
   onWatchedChange: (collections: ReadonlySet<string>) => void = () => undefined;
   /** Set by feeders that start receiving a collection's changes some time after it is watched. */
   ready?: (collection: string) => Promise<void>;
+  /** Set by feeders that can receive less than a whole collection (see ChangeSource.interest). */
+  onInterest: (collection: string, ids: ReadonlySet<string> | 'all') => void = () => undefined;
+
+  interest(collection: string, ids: ReadonlySet<string> | 'all'): void {
+    this.onInterest(collection, ids);
+  }
 
   constructor(
     public name: string,
@@ -85,6 +92,7 @@ export class ChangeHub implements ChangeSource {
 
   /** A document change observed by the feeder. */
   emit(change: Omit<DocumentChange, 'seq'> & { modifier?: Document }): void {
+    liveQueryMetrics.changesReceived.inc();
     const event = { ...change, seq: ++this.seq } as DocumentChange;
     const key = idStringify(change.id);
     let recent = this.recent.get(change.collection);
@@ -97,9 +105,9 @@ export class ChangeHub implements ChangeSource {
 
   /** "Re-read everything" for one collection, or for all watched ones. */
   resync(reason: string, collection?: string): void {
-    for (const name of collection ? [collection] : [...this.listeners.keys()]) {
-      this.deliver({ seq: ++this.seq, collection: name, op: 'resync', reason });
-    }
+    const names = (collection ? [collection] : [...this.listeners.keys()]).filter((name) => this.listeners.has(name));
+    if (names.length) this.options.log.info('live queries re-read', { reason, collections: names });
+    for (const name of names) this.deliver({ seq: ++this.seq, collection: name, op: 'resync', reason });
     // After a gap nothing can be said of pending writes; the re-read covers them.
     for (const waiter of this.waiters.splice(0)) {
       clearTimeout(waiter.timer);

@@ -10,6 +10,7 @@ import { selectorIds } from '../../query/selector.js';
 import type { CollectionDriver, QueryResult, WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import type { ChangeHub, WriteToken } from './change-hub.js';
+import type { PublishedChange } from './fanout-feeder.js';
 import { fromMongoDocument, toMongo } from './values.js';
 
 export interface MongoCollectionHost {
@@ -18,6 +19,8 @@ export interface MongoCollectionHost {
   readonly tracksIds: boolean;
   /** Tells the feeder this process wrote to `collection` (the poller re-reads at once). */
   ownWrite(collection: string): void;
+  /** With fan-out: the changes a write made (or a resync after a drop), applied here and published for the other servers. */
+  publish?(collection: string, changes: PublishedChange[] | 'resync'): void;
   /** Counts documents read from MongoDB, for the metrics. */
   countRead(n: number): void;
   /** Wraps driver errors (network, server selection) in errors the caller can act on. */
@@ -39,6 +42,7 @@ export class MongoCollection implements CollectionDriver {
   async insert(doc: Document): Promise<WriteOutcome> {
     const after = this.host.hub.position;
     await this.call(() => this.raw.insertOne(toMongo(doc) as BsonDocument));
+    this.host.publish?.(this.name, [{ op: 'insert', id: doc._id, doc }]);
     return { token: this.token([doc._id], 1, after) };
   }
 
@@ -58,6 +62,16 @@ export class MongoCollection implements CollectionDriver {
       return options.multi ? this.raw.updateMany(filter, change, { upsert: options.upsert }) : this.raw.updateOne(filter, change, { upsert: options.upsert });
     });
     const upserted = result.upsertedCount > 0 ? [result.upsertedId] : [];
+    if (this.host.publish) {
+      const upsertedId = upserted.length ? (options.insertedId ?? fromMongoDocument({ _id: upserted[0] })._id) : undefined;
+      // A replacement is the whole document; an operator update is its modifier (a live query
+      // holding the document applies it, another reads the document if it could now match).
+      const touched = upsertedId === undefined ? ids : [...ids, upsertedId];
+      this.host.publish(
+        this.name,
+        touched.map((id) => (operators ? { op: 'update', id, modifier } : { op: 'update', id, doc: { ...modifier, _id: id } })),
+      );
+    }
     const out: UpdateResult & WriteOutcome = {
       numberAffected: result.matchedCount + result.upsertedCount,
       token: this.token([...ids, ...upserted.map((id) => (id === null ? null : toMongo(id)))], result.modifiedCount + result.upsertedCount, after, ids.length === 0),
@@ -71,6 +85,7 @@ export class MongoCollection implements CollectionDriver {
     const filter = toMongo(selector) as BsonDocument;
     const ids = await this.touchedIds(selector, filter, true);
     const result = await this.call(() => this.raw.deleteMany(filter));
+    if (result.deletedCount > 0) this.host.publish?.(this.name, ids.map((id) => ({ op: 'remove', id })));
     return { removed: result.deletedCount, token: this.token(ids, result.deletedCount, after, ids.length === 0) };
   }
 
@@ -111,7 +126,8 @@ export class MongoCollection implements CollectionDriver {
       }
     });
     // Drops are not reported the same way by every feed; the live queries re-read instead.
-    this.host.hub.resync('collection dropped', this.name);
+    if (this.host.publish) this.host.publish(this.name, 'resync');
+    else this.host.hub.resync('collection dropped', this.name);
   }
 
   /**

@@ -75,7 +75,7 @@ export class OplogFeeder {
   }
 
   /** Reads now (after a write of this process, or a new collection to watch). */
-  poke(): void {
+  poke(_collection?: string): void {
     this.idle = 0;
     if (this.reading) this.again = true;
     else this.schedule(0);

@@ -28,7 +28,7 @@ export class PollFeeder {
     };
   }
 
-  ownWrite(collection: string): void {
+  poke(collection: string): void {
     if (this.timers.has(collection)) this.hub.resync('written by this process', collection);
   }
 

@@ -11,16 +11,19 @@
  * streams when a probe shows the server delivers them, else polling.
  */
 import { MongoClient, MongoNetworkError, MongoNotConnectedError, MongoServerSelectionError, type Db } from 'mongodb';
-import { createLogger, type Logger } from '../../log.js';
+import { createLogger, redactedUrl, type Logger } from '../../log.js';
 import { liveQueryMetrics } from '../../metrics/live-queries.js';
 import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
+import type { FanoutBus } from '../../fanout/bus.js';
+import type { Lease, WatchedCollections } from '../../fanout/coordination.js';
 import { ChangeHub } from './change-hub.js';
-import { ChangeStreamFeeder, type StreamScope } from './change-stream-feeder.js';
 import { MongoCollection } from './collection.js';
-import { OplogFeeder } from './oplog-feeder.js';
-import { PollFeeder } from './poll-feeder.js';
+import { FanoutFeeder } from './fanout-feeder.js';
+import { openDatabaseFeeder, type DatabaseFeeder } from './feeders.js';
+import { IpcFeeder, type FeedLink } from './ipc-feeder.js';
+import { Relay } from './relay.js';
 
-export type ChangeSourceChoice = 'auto' | 'change-stream' | 'oplog' | 'poll';
+export type ChangeSourceChoice = 'auto' | 'change-stream' | 'oplog' | 'poll' | 'ipc';
 
 export interface MongoStoreOptions {
   url: string;
@@ -33,28 +36,27 @@ export interface MongoStoreOptions {
   fenceTimeoutMs?: number;
   /** How long operations wait for a reachable server before failing. */
   serverSelectionTimeoutMs?: number;
+  /** For change source `ipc` (a worker): the primary's change feed, and what it follows the database with. */
+  feed?: { link: FeedLink; name: string };
+  /**
+   * Cross-server fan-out: writes are published on the bus, live queries follow
+   * the bus, and the server holding `relay.lease` relays changes made outside
+   * Perseid (followed with `changeSource`).
+   */
+  fanout?: { bus: FanoutBus; serverId: string; relay?: { lease: Lease; watched: WatchedCollections } };
 }
 
-const PROBE_COLLECTION = 'perseid_change_probe';
-
-/** Whether a stream opened by `open` delivers a write made after it opened, within `ms`. */
-async function streamDelivers(db: Db, scope: StreamScope, ms: number): Promise<boolean> {
-  const probe = db.collection(PROBE_COLLECTION);
-  let stream;
+/** A connected client, or a DatabaseUnavailableError that says where it could not connect (a start fails with that, not a driver stack). */
+async function connected(url: string, serverSelectionTimeoutMS: number): Promise<MongoClient> {
+  // A timeout written in the URL wins (an options object would override it).
+  const timeoutInUrl = /[?&]serverSelectionTimeoutMS=(\d+)/i.exec(url);
+  if (timeoutInUrl) serverSelectionTimeoutMS = Number(timeoutInUrl[1]);
+  const client = new MongoClient(url, { serverSelectionTimeoutMS });
   try {
-    stream = scope === 'database' ? db.watch([{ $match: { 'ns.coll': PROBE_COLLECTION } }]) : probe.watch();
-    const event = stream.tryNext().then(async function next(first): Promise<unknown> {
-      return first ?? (stream!.closed ? undefined : next(await stream!.tryNext()));
-    });
-    // tryNext() has opened the stream on the server once its first round trip is back.
-    await Promise.race([event, new Promise((r) => setTimeout(r, 200))]);
-    await probe.insertOne({ at: new Date() });
-    const seen = await Promise.race([event.then(Boolean), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
-    return seen;
-  } catch {
-    return false;
-  } finally {
-    await stream?.close().catch(() => undefined);
+    return await client.connect();
+  } catch (error) {
+    await client.close().catch(() => undefined);
+    throw new DatabaseUnavailableError(`cannot reach MongoDB at ${redactedUrl(url)} within ${serverSelectionTimeoutMS} ms: ${(error as Error).message}`, error);
   }
 }
 
@@ -62,7 +64,9 @@ export class MongoStore implements StorageDriver {
   readonly kind = 'mongo';
   readonly changes: ChangeHub;
   private readonly collections = new Map<string, MongoCollection>();
-  private feeder: ChangeStreamFeeder | OplogFeeder | PollFeeder | undefined;
+  private feeder: DatabaseFeeder | IpcFeeder | undefined;
+  private fanout: FanoutFeeder | undefined;
+  private relay: Relay | undefined;
   private tracksIds = true;
   readonly log: Logger;
 
@@ -79,11 +83,8 @@ export class MongoStore implements StorageDriver {
   static async open(options: MongoStoreOptions): Promise<MongoStore> {
     const log = createLogger('mongo');
     const serverSelectionTimeoutMS = options.serverSelectionTimeoutMs ?? 10000;
-    const client = new MongoClient(options.url, { serverSelectionTimeoutMS });
-    await client.connect();
-    const oplogUrl = options.oplogUrl;
-    const oplogClient = oplogUrl ? new MongoClient(oplogUrl, { serverSelectionTimeoutMS }) : undefined;
-    await oplogClient?.connect();
+    const client = await connected(options.url, serverSelectionTimeoutMS);
+    const oplogClient = options.oplogUrl ? await connected(options.oplogUrl, serverSelectionTimeoutMS) : undefined;
     const store = new MongoStore(client, client.db(), oplogClient, options);
     await store.chooseSource(options.changeSource ?? 'auto');
     store.resyncAfterOutages();
@@ -102,6 +103,7 @@ export class MongoStore implements StorageDriver {
         hub: this.changes,
         tracksIds: this.tracksIds,
         ownWrite: (c) => this.ownWrite(c),
+        publish: this.fanout ? (c, changes) => this.fanout!.published(c, changes) : undefined,
         countRead: (n) => liveQueryMetrics.databaseReads.inc(n),
         translate: (error) => this.translate(error),
       });
@@ -111,6 +113,8 @@ export class MongoStore implements StorageDriver {
   }
 
   async close(): Promise<void> {
+    await this.relay?.close();
+    this.fanout?.close();
     this.feeder?.close();
     this.changes.close();
     await this.client.close();
@@ -144,10 +148,13 @@ export class MongoStore implements StorageDriver {
     });
   }
 
+  /** Tells the change feed that `collection` was just written to (by this process or a worker it serves). */
+  poke(collection: string): void {
+    this.ownWrite(collection);
+  }
+
   private ownWrite(collection: string): void {
-    if (this.feeder instanceof PollFeeder) this.feeder.ownWrite(collection);
-    else if (this.feeder instanceof OplogFeeder) this.feeder.poke();
-    else this.feeder?.poke(collection);
+    this.feeder?.poke(collection);
   }
 
   private translate(error: unknown): Error {
@@ -162,33 +169,35 @@ export class MongoStore implements StorageDriver {
       this.changes.name = source;
       this.log.info(`live queries follow ${source}`, { why: reason });
     };
-    if (choice === 'oplog' || (choice === 'auto' && this.oplogClient)) {
-      if (!this.oplogClient) throw new Error('The oplog change source needs MONGO_OPLOG_URL');
-      const feeder = new OplogFeeder(this.oplogClient.db().collection('oplog.rs'), this.db.databaseName, this.changes, { minIntervalMs: 20, maxIntervalMs: 200 }, this.log);
-      await feeder.start();
-      this.feeder = feeder;
-      why('oplog tailing', choice === 'oplog' ? 'chosen' : 'MONGO_OPLOG_URL is set');
+    if (choice === 'ipc') {
+      if (!this.options.feed) throw new Error('The ipc change source needs the primary\'s feed');
+      this.feeder = new IpcFeeder(this.changes, this.options.feed.link);
+      why(`the primary's ${this.options.feed.name}`, 'a worker receives the changes its primary follows for the whole machine');
       return;
     }
-    if (choice === 'change-stream' || choice === 'auto') {
-      const scope: StreamScope | undefined = (await streamDelivers(this.db, 'database', 1500))
-        ? 'database'
-        : (await streamDelivers(this.db, 'collection', 1500))
-          ? 'collection'
-          : undefined;
-      await this.db.collection(PROBE_COLLECTION).drop().catch(() => undefined);
-      if (scope) {
-        const feeder = new ChangeStreamFeeder(this.db, this.changes, scope, this.log);
-        this.changes.ready = (collection) => feeder.streaming(collection);
-        this.feeder = feeder;
-        why(scope === 'database' ? 'a database change stream' : 'per-collection change streams', scope === 'database' ? 'the server streams database changes' : 'the server streams collection changes only');
-        return;
+    if (this.options.fanout) {
+      const { bus, serverId, relay } = this.options.fanout;
+      this.fanout = new FanoutFeeder(this.changes, bus, this.db.databaseName, serverId, this.log);
+      if (relay) {
+        this.relay = new Relay({
+          db: this.db,
+          oplogClient: this.oplogClient,
+          choice,
+          pollIntervalMs: this.options.pollIntervalMs ?? 10000,
+          fanout: this.fanout,
+          ...relay,
+          ownCollections: () => [...this.changes.watched()],
+          log: this.log,
+        });
+        this.relay.start();
       }
-      if (choice === 'change-stream') throw new Error('This MongoDB server does not deliver change streams (a replica set is needed)');
+      why('the fan-out bus', relay ? 'writes of every server arrive on it, and one server relays changes made outside Perseid' : 'writes of every server arrive on it');
+      return;
     }
-    this.tracksIds = false;
-    this.feeder = new PollFeeder(this.changes, this.options.pollIntervalMs ?? 10000);
-    why('polling', choice === 'poll' ? 'chosen' : 'no change streams and no MONGO_OPLOG_URL');
+    const opened = await openDatabaseFeeder(this.changes, this.db, this.oplogClient, choice, this.options.pollIntervalMs ?? 10000, this.log);
+    this.feeder = opened.feeder;
+    this.tracksIds = opened.tracksIds;
+    why(opened.name, opened.reason);
   }
 }
 

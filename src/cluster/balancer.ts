@@ -1,0 +1,43 @@
+/**
+ * Where a new client should go: the least loaded live server. A client stays
+ * here unless another server is clearly less loaded, so that equals do not
+ * bounce clients between them; clients sent to a server since it last announced
+ * its load count as load, so a burst spreads instead of all landing on the
+ * server that looked idlest.
+ */
+import type { Discovery, ServerEntry } from './discovery.js';
+import { loadScore } from './load-monitor.js';
+
+export class Balancer {
+  /** Clients sent to each server since the announcement (updatedAt) they were counted against. */
+  private readonly sent = new Map<string, { since: number; count: number }>();
+  private readonly unreachableUntil = new Map<string, number>();
+
+  constructor(private readonly discovery: Discovery) {}
+
+  /** The server to send a new client to (among those `eligible` allows, this one always is), or undefined to keep it here. */
+  pick(eligible: (entry: ServerEntry) => boolean = () => true): ServerEntry | undefined {
+    const now = Date.now();
+    const sentTo = (entry: ServerEntry) => {
+      const sent = this.sent.get(entry.id);
+      return sent && sent.since === entry.updatedAt ? sent.count : 0;
+    };
+    const score = (entry: ServerEntry) => loadScore(entry) + sentTo(entry);
+    let self: ServerEntry | undefined;
+    let best: ServerEntry | undefined;
+    for (const entry of this.discovery.servers()) {
+      if (entry.id === this.discovery.id) self = entry;
+      else if (!eligible(entry) || (this.unreachableUntil.get(entry.id) ?? 0) > now) continue;
+      if (!best || score(entry) < score(best)) best = entry;
+    }
+    if (!best) return undefined;
+    if (self && best !== self && score(self) <= score(best) * 1.1 + 2) best = self;
+    this.sent.set(best.id, { since: best.updatedAt, count: sentTo(best) + 1 });
+    return best === self ? undefined : best;
+  }
+
+  /** `id` did not answer: send nobody there until its registry entry would have expired. */
+  unreachable(id: string): void {
+    this.unreachableUntil.set(id, Date.now() + this.discovery.ttlMs);
+  }
+}

@@ -1,0 +1,15 @@
+/** The seam between a server's front door and whatever decides where new clients go (a cluster's balancer). */
+import type { IncomingMessage } from 'node:http';
+import type { Target } from '../transport/proxy.js';
+
+export interface RoutedTarget extends Target {
+  /** The target refused the connection: stop choosing it for a while. */
+  unreachable(): void;
+}
+
+export interface ConnectionRouter {
+  /** The SockJS base URL to pin a new SockJS client to, or undefined to keep it here. */
+  sockjsBaseUrl(): string | undefined;
+  /** Where to pass a WebSocket upgrade on to, or undefined to serve it here. */
+  upgradeTarget(req: IncomingMessage): RoutedTarget | undefined;
+}

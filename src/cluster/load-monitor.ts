@@ -1,0 +1,58 @@
+/** How loaded this process is: open sessions, CPU and event-loop delay, for choosing where new clients go. */
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+
+const RESOLUTION_MS = 20;
+const CPU_SMOOTHING_MS = 2000;
+
+export interface LoadFigures {
+  sessions: number;
+  /** Event-loop delay (p99 of the last window), milliseconds. */
+  lagMs: number;
+  /** CPU time used, percent of one core, averaged over the last few seconds. */
+  cpuPercent: number;
+}
+
+export class LoadMonitor {
+  private readonly delay: IntervalHistogram;
+  private cpu = process.cpuUsage();
+  private at = performance.now();
+  private cpuPercent: number | undefined;
+
+  constructor(private readonly sessions: () => number) {
+    this.delay = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+    this.delay.enable();
+  }
+
+  /** The figures since the last call. */
+  sample(): LoadFigures {
+    // The histogram records whole timer intervals, so an idle loop shows the resolution itself.
+    const lagMs = this.delay.count > 0 ? Math.max(0, this.delay.percentile(99) / 1e6 - RESOLUTION_MS) : 0;
+    this.delay.reset();
+    const now = performance.now();
+    const used = process.cpuUsage(this.cpu);
+    const elapsed = now - this.at;
+    if (elapsed > 0) {
+      const cpuPercent = ((used.user + used.system) / 1000 / elapsed) * 100;
+      // Averaged over about CPU_SMOOTHING_MS whatever the sampling interval, so one busy moment does not look like a busy server.
+      const weight = 1 - Math.exp(-elapsed / CPU_SMOOTHING_MS);
+      this.cpuPercent = this.cpuPercent === undefined ? cpuPercent : this.cpuPercent + weight * (cpuPercent - this.cpuPercent);
+    }
+    this.cpu = process.cpuUsage();
+    this.at = now;
+    return { sessions: this.sessions(), lagMs: Math.round(lagMs * 10) / 10, cpuPercent: Math.round(this.cpuPercent ?? 0) };
+  }
+
+  stop(): void {
+    this.delay.disable();
+  }
+}
+
+/**
+ * Lower is better: open sessions, with a nearly saturated CPU or a slow event
+ * loop counting as more (a saturated process is full however few sessions it
+ * has). Below that, CPU says little about capacity, and counting it would let
+ * a passing burst of work send every new client elsewhere.
+ */
+export function loadScore(load: LoadFigures): number {
+  return load.sessions + Math.max(0, load.cpuPercent - 75) * 2 + Math.max(0, load.lagMs - 20) * 10;
+}

@@ -1,0 +1,172 @@
+/**
+ * `perseid start --workers n`: the primary owns the port and runs no app code.
+ * WebSocket upgrades go to the least loaded worker as the raw socket (the
+ * primary never touches their traffic); SockJS polling requests are proxied to
+ * the worker that has their session; static files, /health and /sockjs/info are
+ * answered here. With MongoDB, the primary follows the database once and
+ * forwards each change to the workers whose live queries watch its collection.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../log.js';
+import { metrics } from '../metrics/registry.js';
+import type { ChangeSource } from '../reactive/change-source.js';
+import { HttpRoutes, type HealthReport } from '../server/http.js';
+import { isWebSocketPath, pathOf, sockjsSessionOf } from '../transport/paths.js';
+import { answerSockjsInfo } from '../transport/sockjs-info.js';
+import { ChangeForwarder } from './change-forwarder.js';
+import type { ConnectionRouter } from './connection-router.js';
+import type { LoadFigures } from './load-monitor.js';
+import { BALANCED_HEADER } from './membership.js';
+import { proxyRequest, proxyUpgrade } from '../transport/proxy.js';
+import { WorkerPool, type WorkerHandle } from './worker-pool.js';
+
+export interface PrimaryOptions {
+  workers: number;
+  /** The module and arguments a worker runs (the CLI's `start`, with PERSEID_WORKER_ID set). */
+  workerModule: string;
+  workerArgs: string[];
+  workerEnv: NodeJS.ProcessEnv;
+  /** The machine's change feed, when the database has one to share. */
+  feed?: { changes: ChangeSource; poke(collection: string): void };
+  log: Logger;
+}
+
+
+export class Primary {
+  readonly httpServer: Server;
+  private readonly pool: WorkerPool;
+  private readonly forwarder: ChangeForwarder | undefined;
+  private routes: HttpRoutes;
+  private draining = false;
+  private router: ConnectionRouter | undefined;
+  private readonly drainHooks: Array<() => Promise<void>> = [];
+
+  constructor(private readonly options: PrimaryOptions) {
+    this.forwarder = options.feed ? new ChangeForwarder(options.feed.changes) : undefined;
+    const links = new Map<WorkerHandle, { send: WorkerHandle['send'] }>();
+    const link = (worker: WorkerHandle) => {
+      let l = links.get(worker);
+      if (!l) links.set(worker, (l = { send: (m) => worker.send(m) }));
+      return l;
+    };
+    this.pool = new WorkerPool({
+      count: options.workers,
+      modulePath: options.workerModule,
+      args: options.workerArgs,
+      env: options.workerEnv,
+      log: options.log,
+      onMessage: (worker, message) => {
+        if (message.type === 'watch') this.forwarder?.setWatched(link(worker), message.collections);
+        else if (message.type === 'poke') options.feed?.poke(message.collection);
+        else if (message.type === 'ready' && message.publicDir && !this.routes.hasPublicDir) this.routes = new HttpRoutes(message.publicDir, () => this.health());
+      },
+      onExit: (worker) => {
+        const l = links.get(worker);
+        if (l) this.forwarder?.removeWorker(l);
+        links.delete(worker);
+      },
+    });
+    this.routes = new HttpRoutes(undefined, () => this.health());
+    metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
+    this.httpServer = createServer((req, res) => this.request(req, res));
+    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
+      const target = this.router?.upgradeTarget(req);
+      if (!target) return this.handOff(req, socket as Socket, head);
+      proxyUpgrade(req, socket, head, target, { [BALANCED_HEADER]: '1' }, (error) => {
+        options.log.warn('could not pass a connection on; serving it here', { to: `${target.host}:${target.port}`, error: error.message });
+        target.unreachable();
+        this.handOff(req, socket as Socket, head);
+      });
+    });
+  }
+
+  /** Lets `router` (a cluster's balancer) send new clients to other servers. */
+  routeConnections(router: ConnectionRouter): this {
+    this.router = router;
+    return this;
+  }
+
+  /** Runs `hook` first when the primary drains (leaving a cluster's registry, say). */
+  onDrain(hook: () => Promise<void>): this {
+    this.drainHooks.push(hook);
+    return this;
+  }
+
+  /** The machine's load: sessions of all workers, their mean CPU and worst event-loop delay. */
+  load(): LoadFigures {
+    const ready = this.pool.ready;
+    return {
+      sessions: ready.reduce((n, w) => n + w.load.sessions, 0),
+      cpuPercent: ready.length ? Math.round(ready.reduce((n, w) => n + w.load.cpuPercent, 0) / ready.length) : 0,
+      lagMs: Math.max(0, ...ready.map((w) => w.load.lagMs)),
+    };
+  }
+
+  async listen(port: number, host: string): Promise<{ url: string; port: number; host: string }> {
+    await this.pool.start();
+    await new Promise<void>((resolve, reject) => {
+      this.httpServer.once('error', reject);
+      this.httpServer.listen(port, host, () => resolve());
+    });
+    const address = this.httpServer.address() as AddressInfo;
+    return { url: `http://${address.address}:${address.port}`, port: address.port, host: address.address };
+  }
+
+  health(): HealthReport & { workers: number } {
+    return {
+      status: this.draining ? 'draining' : 'ok',
+      sessions: this.load().sessions,
+      uptimeSeconds: Math.round(process.uptime()),
+      workers: this.pool.ready.length,
+    };
+  }
+
+  /** Stops taking connections and has the workers close theirs gradually over `windowMs`. */
+  async drain(windowMs: number): Promise<void> {
+    this.draining = true;
+    for (const hook of this.drainHooks) await hook().catch((error: Error) => this.options.log.warn('drain step failed', { error: error.message }));
+    this.httpServer.close();
+    this.pool.broadcast({ type: 'drain', windowMs });
+    await this.pool.stop(windowMs + 5000);
+    metrics.removeSection('workers');
+  }
+
+  async close(): Promise<void> {
+    this.draining = true;
+    this.httpServer.close();
+    this.httpServer.closeAllConnections();
+    await this.pool.stop();
+    metrics.removeSection('workers');
+  }
+
+  private handOff(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    const worker = isWebSocketPath(pathOf(req.url)) && !this.draining ? this.pool.choose() : undefined;
+    if (!worker) {
+      socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    this.pool.handoff(worker, req, socket, head);
+  }
+
+  private request(req: IncomingMessage, res: ServerResponse): void {
+    const path = pathOf(req.url);
+    if (path === '/sockjs/info') {
+      answerSockjsInfo(req, res, this.router?.sockjsBaseUrl());
+      return;
+    }
+    if (path.startsWith('/sockjs/')) {
+      const session = sockjsSessionOf(path);
+      const worker = session ? this.pool.forSession(session) : this.pool.choose();
+      if (!worker?.httpPort) {
+        res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' });
+        res.end('No worker is ready\n');
+        return;
+      }
+      proxyRequest(req, res, { host: '127.0.0.1', port: worker.httpPort });
+      return;
+    }
+    this.routes.handle(req, res);
+  }
+}

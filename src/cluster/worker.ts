@@ -1,0 +1,60 @@
+/**
+ * A worker's side of `perseid start --workers`: serve what the primary hands
+ * over (WebSocket sockets, proxied SockJS requests), report its load, follow the
+ * primary's change feed, and drain when told.
+ */
+import { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FeedLink } from '../data/mongo/ipc-feeder.js';
+import { parse } from '../ddp/ejson.js';
+import type { ChangeEvent } from '../reactive/change-source.js';
+import type { PerseidServer } from '../server/app.js';
+import type { PrimaryToWorker, WorkerToPrimary } from './ipc-messages.js';
+import { LoadMonitor } from './load-monitor.js';
+
+function toPrimary(message: WorkerToPrimary): void {
+  process.send?.(message);
+}
+
+export function isWorker(): boolean {
+  return process.env.PERSEID_WORKER_ID !== undefined && typeof process.send === 'function';
+}
+
+/** The primary's change feed, seen from the worker. */
+export function primaryFeedLink(): FeedLink {
+  return {
+    watch: (collections) => toPrimary({ type: 'watch', collections }),
+    poke: (collection) => toPrimary({ type: 'poke', collection }),
+    onChange: (handler) =>
+      process.on('message', (message: PrimaryToWorker) => {
+        if (message.type === 'change') handler(parse(message.event) as ChangeEvent);
+      }),
+    onWatching: (handler) =>
+      process.on('message', (message: PrimaryToWorker) => {
+        if (message.type === 'watching') handler(message.collection);
+      }),
+  };
+}
+
+/** Serves as a worker until the primary tells it to drain, or goes away. */
+export async function serveAsWorker(server: PerseidServer): Promise<void> {
+  // Only the primary listens publicly; this port is for the SockJS requests it proxies here.
+  const { port } = await server.listen(0, '127.0.0.1');
+  const monitor = new LoadMonitor(() => server.sessionCount);
+  const reporting = setInterval(() => toPrimary({ type: 'load', ...monitor.sample() }), 1000);
+  reporting.unref();
+  process.on('message', (message: PrimaryToWorker, socket?: Socket) => {
+    if (message.type === 'upgrade' && socket) {
+      const req = new IncomingMessage(socket);
+      req.method = message.method;
+      req.url = message.url;
+      req.headers = message.headers;
+      server.httpServer.emit('upgrade', req, socket, Buffer.from(message.head, 'base64'));
+    } else if (message.type === 'drain') {
+      void server.drain(message.windowMs).then(() => process.exit(0));
+    }
+  });
+  // Without its primary nobody can reach this worker: leave.
+  process.on('disconnect', () => process.exit(0));
+  toPrimary({ type: 'ready', httpPort: port, publicDir: server.publicDir });
+}

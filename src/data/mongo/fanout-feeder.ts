@@ -1,0 +1,169 @@
+/**
+ * Cross-server fan-out (redis-oplog's model): a write made through this server
+ * is applied to its own live queries at once and published on the collection's
+ * channel and the document's channel; every server subscribes only to the
+ * channels its live queries need (a collection's, or just some documents'
+ * when every live query of that collection names its ids). Changes made
+ * outside Perseid reach the bus through one elected server's relay.
+ *
+ * A message: {"s": server, "c": collection, "o": "i"|"u"|"r"|"s", "i": id,
+ * "d": document, "m": modifier, "r": 1 when relayed from the database} with
+ * EJSON values. "s" (op) is a resync of the collection (dropped, or changed in
+ * a way nobody saw); it goes on the database's control channel, which every
+ * server hears whichever documents it follows.
+ */
+import { parse, stringify } from '../../ddp/ejson.js';
+import { idStringify } from '../../ddp/ids.js';
+import type { Logger } from '../../log.js';
+import { fanoutMetrics } from '../../fanout/fanout-metrics.js';
+import type { FanoutBus } from '../../fanout/bus.js';
+import type { ChangeOp } from '../../reactive/change-source.js';
+import type { Document } from '../types.js';
+import type { ChangeHub } from './change-hub.js';
+
+interface Wire {
+  s: string;
+  c: string;
+  o: 'i' | 'u' | 'r' | 's';
+  i?: unknown;
+  d?: Document;
+  m?: Document;
+  r?: 1;
+}
+
+const OPS: Record<ChangeOp, Wire['o']> = { insert: 'i', update: 'u', remove: 'r' };
+const CHANGE_OPS: Record<'i' | 'u' | 'r', ChangeOp> = { i: 'insert', u: 'update', r: 'remove' };
+const WIRE_OPS = { ...CHANGE_OPS, s: 'resync' };
+
+export interface PublishedChange {
+  op: ChangeOp;
+  id: unknown;
+  doc?: Document;
+  modifier?: Document;
+}
+
+export class FanoutFeeder {
+  /** Channel → unsubscribe, per collection. */
+  private readonly subscribed = new Map<string, Map<string, () => void>>();
+  /** The channels each collection needs now (subscriptions catch up with it). */
+  private readonly wanted = new Map<string, Set<string>>();
+  private readonly unsubscribeControl: () => void;
+
+  constructor(
+    private readonly hub: ChangeHub,
+    private readonly bus: FanoutBus,
+    /** Channels are named after the database, so apps sharing a Redis do not hear each other. */
+    private readonly database: string,
+    private readonly serverId: string,
+    private readonly log: Logger,
+  ) {
+    hub.onInterest = (collection, ids) => this.follow(collection, ids);
+    hub.onWatchedChange = (collections) => {
+      for (const collection of [...this.subscribed.keys()]) if (!collections.has(collection)) this.follow(collection, new Set());
+      for (const collection of collections) if (!this.subscribed.has(collection)) this.follow(collection, 'all');
+    };
+    hub.ready = async (collection) => {
+      await Promise.all([...(this.subscribed.get(collection)?.keys() ?? [])].map((channel) => bus.whenSubscribed(channel)));
+    };
+    bus.onReconnect(() => hub.resync('fan-out bus reconnected'));
+    this.unsubscribeControl = bus.subscribe(this.controlChannel(), (text) => this.receive(text));
+  }
+
+  /** Resolves once this server hears the bus (startup waits for it). */
+  whenListening(): Promise<void> {
+    return this.bus.whenSubscribed(this.controlChannel());
+  }
+
+  private controlChannel(): string {
+    return `perseid:${this.database}:!control`;
+  }
+
+  channel(collection: string, id?: unknown): string {
+    const base = `perseid:${this.database}:${collection}`;
+    return id === undefined ? base : `${base}::${idStringify(id)}`;
+  }
+
+  /** Changes written by this server: applied here now, published for the others. */
+  published(collection: string, changes: readonly PublishedChange[] | 'resync'): void {
+    if (changes === 'resync') {
+      this.hub.resync('collection dropped', collection);
+      this.bus.publish(this.controlChannel(), stringify({ s: this.serverId, c: collection, o: 's' }));
+      return;
+    }
+    for (const change of changes) {
+      this.hub.emit({ collection, op: change.op, id: change.id, doc: change.doc, modifier: change.modifier });
+      this.send({ s: this.serverId, c: collection, o: OPS[change.op], i: change.id, d: change.doc, m: change.modifier });
+    }
+  }
+
+  /** A change the relay read from the database (any writer): everyone applies it, this server too. */
+  relayed(collection: string, change: PublishedChange | 'resync'): void {
+    if (change === 'resync') this.bus.publish(this.controlChannel(), stringify({ s: this.serverId, c: collection, o: 's', r: 1 }));
+    else this.send({ s: this.serverId, c: collection, o: OPS[change.op], i: change.id, d: change.doc, m: change.modifier, r: 1 });
+  }
+
+  close(): void {
+    this.unsubscribeControl();
+    for (const channels of this.subscribed.values()) for (const unsubscribe of channels.values()) unsubscribe();
+    this.subscribed.clear();
+    this.wanted.clear();
+  }
+
+  private send(wire: Wire): void {
+    const text = stringify(wire);
+    this.bus.publish(this.channel(wire.c), text);
+    this.bus.publish(this.channel(wire.c, wire.i), text);
+  }
+
+  private receive(text: string): void {
+    let wire: Wire;
+    try {
+      wire = parse(text) as Wire;
+    } catch (error) {
+      this.log.warn('unreadable fan-out message; ignored', { error: (error as Error).message });
+      return;
+    }
+    if (typeof wire !== 'object' || wire === null || typeof wire.c !== 'string' || !(wire.o in WIRE_OPS)) {
+      this.log.warn('malformed fan-out message; ignored', { message: text.slice(0, 200) });
+      return;
+    }
+    if (wire.s === this.serverId && !wire.r) return; // our own write, applied when it was made
+    fanoutMetrics.applied.inc();
+    if (wire.o === 's') this.hub.resync(wire.r ? 'the relay lost track of the database' : 'collection dropped on another server', wire.c);
+    else this.hub.emit({ collection: wire.c, op: CHANGE_OPS[wire.o], id: wire.i, doc: wire.d, modifier: wire.m });
+  }
+
+  /**
+   * Subscribes to exactly the channels `ids` needs for `collection` (all of it,
+   * some documents, or none). Channels no longer needed are dropped only once
+   * the new ones are confirmed, so that no change falls between the two.
+   */
+  private follow(collection: string, ids: ReadonlySet<string> | 'all'): void {
+    const want = new Set(ids === 'all' ? [this.channel(collection)] : [...ids].map((key) => `${this.channel(collection)}::${key}`));
+    this.wanted.set(collection, want);
+    const current = this.subscribed.get(collection) ?? new Map<string, () => void>();
+    this.subscribed.set(collection, current);
+    const added: string[] = [];
+    for (const channel of want) {
+      if (current.has(channel)) continue;
+      current.set(channel, this.bus.subscribe(channel, (text) => this.receive(text)));
+      added.push(channel);
+    }
+    void Promise.all(added.map((channel) => this.bus.whenSubscribed(channel))).then(() => this.dropUnwanted(collection));
+  }
+
+  private dropUnwanted(collection: string): void {
+    const want = this.wanted.get(collection);
+    const current = this.subscribed.get(collection);
+    if (!current) return;
+    for (const [channel, unsubscribe] of current) {
+      if (want?.has(channel)) continue;
+      unsubscribe();
+      current.delete(channel);
+    }
+    if (current.size === 0) {
+      this.subscribed.delete(collection);
+      if (want?.size === 0) this.wanted.delete(collection);
+    }
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * Changes made outside Perseid (a script, another app, the shell) reach the
+ * fan-out bus through one relay: the server holding the lease follows the
+ * database (change streams, oplog or polling) for every collection the cluster
+ * watches, and publishes what it sees. When the lease moves to another server,
+ * the new relay starts with a resync of each collection (the gap is unknown).
+ */
+import type { Db, MongoClient } from 'mongodb';
+import type { Lease, WatchedCollections } from '../../fanout/coordination.js';
+import type { Logger } from '../../log.js';
+import { ChangeHub } from './change-hub.js';
+import type { FanoutFeeder } from './fanout-feeder.js';
+import { openDatabaseFeeder, type DatabaseFeeder, type DatabaseSourceChoice } from './feeders.js';
+
+export interface RelayOptions {
+  db: Db;
+  oplogClient: MongoClient | undefined;
+  choice: DatabaseSourceChoice;
+  pollIntervalMs: number;
+  fanout: FanoutFeeder;
+  lease: Lease;
+  watched: WatchedCollections;
+  /** Collections this server's live queries watch (announced for the relay). */
+  ownCollections(): string[];
+  log: Logger;
+  /** How often leadership and the watched set are checked (ms). */
+  intervalMs?: number;
+}
+
+export class Relay {
+  private hub: ChangeHub | undefined;
+  private feeder: DatabaseFeeder | undefined;
+  private readonly following = new Map<string, () => void>();
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(private readonly options: RelayOptions) {}
+
+  start(): void {
+    const tick = () => {
+      this.ticking = this.tick().catch((error: unknown) => this.options.log.warn('relay check failed', { error: (error as Error).message }));
+    };
+    tick();
+    this.timer = setInterval(tick, this.options.intervalMs ?? 3000);
+    this.timer.unref();
+  }
+
+  get leading(): boolean {
+    return this.feeder !== undefined;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.ticking;
+    if (this.leading) {
+      this.stepDown();
+      await this.options.lease.release().catch(() => undefined);
+    }
+  }
+
+  private async tick(): Promise<void> {
+    const { lease, watched } = this.options;
+    await watched.announce(this.options.ownCollections());
+    if (this.closed) return;
+    if (!(await lease.acquire())) {
+      if (this.leading) {
+        this.options.log.warn('lost the relay lease; another server relays now');
+        this.stepDown();
+      }
+      return;
+    }
+    if (!this.leading) await this.lead();
+    this.follow(await watched.list());
+  }
+
+  private async lead(): Promise<void> {
+    const { db, oplogClient, choice, pollIntervalMs, log } = this.options;
+    this.hub = new ChangeHub('relay', { maxWaitMs: 1000, log });
+    const opened = await openDatabaseFeeder(this.hub, db, oplogClient, choice, pollIntervalMs, log);
+    this.feeder = opened.feeder;
+    log.info('this server relays database changes to the fan-out bus', { via: opened.name });
+  }
+
+  private follow(collections: string[]): void {
+    const { fanout } = this.options;
+    const want = new Set(collections);
+    for (const [collection, unwatch] of this.following) {
+      if (!want.has(collection)) {
+        unwatch();
+        this.following.delete(collection);
+      }
+    }
+    for (const collection of want) {
+      if (this.following.has(collection)) continue;
+      this.following.set(
+        collection,
+        this.hub!.watch(collection, (event) => fanout.relayed(collection, event.op === 'resync' ? 'resync' : { op: event.op, id: event.id, doc: event.doc, modifier: event.modifier })),
+      );
+      // What changed before this relay followed the collection is unknown: everyone re-reads once.
+      void Promise.resolve(this.hub!.ready?.(collection)).then(() => fanout.relayed(collection, 'resync'));
+    }
+  }
+
+  private stepDown(): void {
+    for (const unwatch of this.following.values()) unwatch();
+    this.following.clear();
+    this.feeder?.close();
+    this.hub?.close();
+    this.feeder = undefined;
+    this.hub = undefined;
+  }
+}

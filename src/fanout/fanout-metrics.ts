@@ -1,0 +1,8 @@
+/** What the fan-out counts: messages published and received (a server receives only what its live queries need). */
+import { metrics } from '../metrics/registry.js';
+
+export const fanoutMetrics = {
+  published: metrics.counter('perseid_fanout_published_total', 'Change messages published on the fan-out bus'),
+  received: metrics.counter('perseid_fanout_received_total', 'Change messages received from the fan-out bus'),
+  applied: metrics.counter('perseid_fanout_applied_total', 'Changes from other servers applied to live queries here'),
+};

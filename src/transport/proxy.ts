@@ -1,0 +1,69 @@
+/**
+ * Passing one HTTP request, or one WebSocket upgrade, on to another server.
+ * Hand-written: the maintained proxy libraries bring far more than this
+ * pass-through of bytes, and http-proxy is no longer maintained.
+ */
+import { request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
+
+export interface Target {
+  host: string;
+  port: number;
+}
+
+/** Headers that describe the hop, not the request, and must not be forwarded. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade']);
+
+function forwardedHeaders(req: IncomingMessage, extra: Record<string, string>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(req.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+  const client = req.socket.remoteAddress ?? '';
+  out['x-forwarded-for'] = req.headers['x-forwarded-for'] ? `${String(req.headers['x-forwarded-for'])}, ${client}` : client;
+  return { ...out, ...extra };
+}
+
+export function proxyRequest(req: IncomingMessage, res: ServerResponse, target: Target, extra: Record<string, string> = {}): void {
+  const upstream = request({ host: target.host, port: target.port, method: req.method, path: req.url, headers: forwardedHeaders(req, extra) }, (reply) => {
+    res.writeHead(reply.statusCode ?? 502, reply.headers);
+    reply.pipe(res);
+  });
+  upstream.on('error', (error) => {
+    if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end(`Bad gateway: ${error.message}\n`);
+  });
+  req.pipe(upstream);
+}
+
+/**
+ * Replays the upgrade request to `target` and then joins the two connections
+ * byte for byte. If the target cannot be reached, nothing has been answered
+ * yet: `unreachable` may still serve the request some other way.
+ */
+export function proxyUpgrade(
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+  target: Target,
+  extra: Record<string, string> = {},
+  unreachable?: (error: Error) => void,
+): void {
+  let connected = false;
+  const upstream = connect({ host: target.host, port: target.port }, () => {
+    connected = true;
+    const headers = forwardedHeaders(req, extra);
+    let text = `${req.method} ${req.url} HTTP/1.1\r\nconnection: Upgrade\r\nupgrade: ${String(req.headers.upgrade ?? 'websocket')}\r\n`;
+    for (const [name, value] of Object.entries(headers)) for (const v of Array.isArray(value) ? value : [value]) text += `${name}: ${v}\r\n`;
+    upstream.write(text + '\r\n');
+    if (head.length) upstream.write(head);
+    upstream.pipe(socket);
+    socket.pipe(upstream);
+    upstream.on('close', () => socket.destroy());
+  });
+  upstream.on('error', (error) => {
+    if (connected || !unreachable) socket.destroy();
+    else unreachable(error);
+  });
+  socket.on('error', () => upstream.destroy());
+  socket.on('close', () => upstream.destroy());
+}
