@@ -1,40 +1,22 @@
 /** The `perseid` command: help, usage errors, and a real server process started, used, killed and restarted. */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { DDPClient } from '../src/client/node.js';
+import { CLI, exited, startPerseid, type PerseidProcess } from './processes.js';
 
-const CLI = 'dist/src/cli/main.js';
 const APP = 'dist/examples/tasks/app.js';
 
 function run(args: string[], env: NodeJS.ProcessEnv = {}) {
   return spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
 }
 
-/** Starts the tasks app on a free port; resolves with its URL once it says it is running. */
-function start(dataDir: string, extra: string[] = []): Promise<{ child: ChildProcess; url: string; log: () => string }> {
-  const child = spawn(process.execPath, [CLI, 'start', APP, '--port', '0', '--data-dir', dataDir, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      log += chunk.toString();
-      const match = /Perseid is running at (http:\/\/\S+)/.exec(log);
-      if (match) resolve({ child, url: match[1]!, log: () => log });
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`exited with ${code}: ${log}`)));
-  });
-}
-
-function exited(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
-    else child.once('exit', (code) => resolve(code));
-  });
+/** Starts the tasks app on a free port over the embedded store in `dataDir`. */
+function start(dataDir: string, extra: string[] = []): Promise<PerseidProcess> {
+  return startPerseid(APP, ['--port', '0', '--data-dir', dataDir, ...extra]);
 }
 
 describe('perseid CLI', () => {
@@ -78,6 +60,33 @@ describe('perseid CLI', () => {
       assert.equal(out.status, 2, args.join(' '));
       assert.match(out.stderr, message);
     }
+  });
+
+  it('says which database it cannot reach, without a stack, and exits 1', () => {
+    const out = run(['start', APP], { MONGO_URL: 'mongodb://someone:secret@127.0.0.1:1/x?serverSelectionTimeoutMS=300' });
+    assert.equal(out.status, 1);
+    assert.equal(out.stderr.trim(), 'perseid start: cannot reach MongoDB at mongodb://someone:***@127.0.0.1:1/x?serverSelectionTimeoutMS=300 within 300 ms: connect ECONNREFUSED 127.0.0.1:1');
+  });
+
+  it('refuses scale-out options that cannot work, saying what is missing', () => {
+    const bare = { MONGO_URL: '', REDIS_URL: '' };
+    const cases: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
+      [['--workers', '2'], bare, /--workers needs MONGO_URL: the embedded store belongs to a single process/],
+      [['--workers', 'many'], bare, /--workers must be a count or auto/],
+      [['--public-url', 'http://a.example'], bare, /need MONGO_URL/],
+      [['--balancer'], { ...bare, MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /--balancer needs --public-url/],
+      [['--public-url', 'ftp://a.example'], { ...bare, MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /--public-url must be an http/],
+      [['--public-url', 'http://a.example', '--discovery', 'redis'], { ...bare, MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /Discovery in Redis needs REDIS_URL/],
+      [['--fanout', 'redis'], { ...bare, MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /--fanout redis needs REDIS_URL/],
+      [['--fanout', 'carrier-pigeon'], { ...bare, MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /--fanout must be redis or off/],
+    ];
+    for (const [args, env, message] of cases) {
+      const out = run(['start', APP, ...args], env);
+      assert.equal(out.status, 2, args.join(' '));
+      assert.match(out.stderr, message);
+    }
+    const help = run(['start', '--help']);
+    for (const flag of ['--workers', '--drain-ms', '--public-url', '--balancer', '--discovery', '--fanout', '--relay']) assert.match(help.stdout, new RegExp(flag));
   });
 
   it('takes PORT from the environment, serves health, and stops cleanly on SIGTERM', async () => {

@@ -36,6 +36,22 @@ function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
+/** A new, empty database on a MongoDB-wire server, and how to remove it afterwards. */
+export function freshDatabase(baseUrl: string): { url: string; dbName: string; drop(): Promise<void> } {
+  const dbName = `perseid_test_${Random.id(8).toLowerCase()}`;
+  const url = withDatabase(baseUrl, dbName);
+  return {
+    url,
+    dbName,
+    async drop() {
+      const { MongoClient } = await import('mongodb');
+      const client = new MongoClient(url);
+      await client.db(dbName).dropDatabase().catch(() => undefined);
+      await client.close();
+    },
+  };
+}
+
 export function embeddedTarget(): DatabaseTarget {
   return {
     label: 'embedded',
@@ -62,8 +78,7 @@ export function mongoTarget(server: Exclude<ServerName, 'embedded'>, baseUrl: st
     server,
     source,
     async open() {
-      const dbName = `perseid_test_${Random.id(8).toLowerCase()}`;
-      const url = withDatabase(baseUrl, dbName);
+      const { url, dbName, drop } = freshDatabase(baseUrl);
       const database = await openDatabase({
         mongoUrl: url,
         oplogUrl: source === 'oplog' ? withDatabase(baseUrl, 'local') : undefined,
@@ -75,10 +90,7 @@ export function mongoTarget(server: Exclude<ServerName, 'embedded'>, baseUrl: st
         url,
         dbName,
         async cleanup() {
-          const { MongoClient } = await import('mongodb');
-          const client = new MongoClient(url);
-          await client.db(dbName).dropDatabase().catch(() => undefined);
-          await client.close();
+          await drop();
           await database.close();
         },
       };

@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import SimpleDDP from 'simpleddp';
-import SockJS from 'sockjs-client';
 import WebSocket from 'ws';
 import tasksApp from '../examples/tasks/app.js';
 import { startServer, type Message, type TestServer } from './helpers.js';
+import { eventually, SockjsPeer } from './processes.js';
 
 /** simpleddp keeps a document's id in `id`. */
 interface Task {
@@ -16,14 +16,6 @@ interface Task {
   description: string;
   sessionId: string;
   createdAt: Date;
-}
-
-async function eventually(check: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 describe('simpleddp (npm) against the tasks app', () => {
@@ -102,40 +94,6 @@ describe('simpleddp (npm) against the tasks app', () => {
     await other.disconnect();
   });
 });
-
-/** A DDP peer speaking through sockjs-client with a chosen transport. */
-class SockjsPeer {
-  readonly received: Message[] = [];
-  private readonly socket: WebSocket;
-  private constructor(socket: WebSocket) {
-    this.socket = socket;
-  }
-
-  static open(url: string, transport: string): Promise<SockjsPeer> {
-    return new Promise((resolve, reject) => {
-      const socket = new SockJS(url, undefined, { transports: [transport] }) as unknown as WebSocket;
-      const peer = new SockjsPeer(socket);
-      socket.onmessage = (event) => peer.received.push(JSON.parse(String(event.data)) as Message);
-      socket.onopen = () => resolve(peer);
-      socket.onclose = (event) => reject(new Error(`closed ${event.code} ${event.reason}`));
-    });
-  }
-
-  send(message: unknown): void {
-    this.socket.send(JSON.stringify(message));
-  }
-
-  async next(match: (m: Message) => boolean): Promise<Message> {
-    let found: Message | undefined;
-    await eventually(() => (found = this.received.find(match)) !== undefined, 'a SockJS message');
-    return found!;
-  }
-
-  close(): void {
-    this.socket.onclose = null;
-    this.socket.close();
-  }
-}
 
 describe('sockjs-client (npm) against the tasks app', () => {
   let t: TestServer;

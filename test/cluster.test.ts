@@ -1,0 +1,290 @@
+/**
+ * Many servers as real processes on loopback, with a real Redis and
+ * mongo-java-server: registration and expiry, balancing by load, SockJS
+ * pinning through /sockjs/info, fan-out only to the servers that need a
+ * change, a Redis restart mid-run, and a drain that costs clients nothing
+ * but a reconnect.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { MongoClient } from 'mongodb';
+import SimpleDDP from 'simpleddp';
+import WebSocket from 'ws';
+import { serviceUrl, startService } from '../scripts/services/control.js';
+import { freePort } from '../scripts/services/process.js';
+import { freshDatabase, HOW_TO_START } from './databases.js';
+import { eventually, exited, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
+
+const APP = 'dist/test/fixtures/cluster-app.js';
+const mongo = await serviceUrl('mongo-java-server');
+const redis = await serviceUrl('redis');
+const missing = [!mongo && 'mongo-java-server', !redis && 'redis'].filter(Boolean);
+if (missing.length) console.log(`# SKIPPED the cluster suite: ${missing.join(' and ')} not running; ${HOW_TO_START}`);
+
+interface Who {
+  pid: number;
+}
+interface Item {
+  id: string;
+  n: number;
+}
+interface Stats {
+  perseid_fanout_received_total?: number;
+  cluster?: { id: string; servers: Array<{ id: string; url: string; sessions: number; cpuPercent: number }> };
+}
+
+/** A raw WebSocket that says a balancer already chose this server (so a balancer serves it itself). */
+class PassedOnWebSocket extends WebSocket {
+  constructor(url: string) {
+    super(url, { headers: { 'x-perseid-balanced': '1' } });
+  }
+}
+
+function ddp(url: string, passedOn = false): SimpleDDP {
+  return new SimpleDDP({
+    endpoint: `${url.replace(/^http/, 'ws')}/websocket`,
+    SocketConstructor: passedOn ? PassedOnWebSocket : WebSocket,
+    reconnectInterval: 100,
+    maxTimeout: 4000,
+  });
+}
+
+async function stats(server: PerseidProcess): Promise<Stats> {
+  return (await (await fetch(`${server.url}/perseid/stats`)).json()) as Stats;
+}
+
+/** Waits until `server` sees `n` servers, none busy (one still starting up rightly gets fewer clients). */
+async function settled(server: PerseidProcess, n: number): Promise<void> {
+  await eventually(async () => {
+    const servers = (await stats(server)).cluster?.servers ?? [];
+    return servers.length === n && servers.every((s) => s.cpuPercent < 50);
+  }, `${n} idle servers registered`);
+}
+
+/** A server of the cluster on a port chosen first (its public URL names it). */
+async function member(env: NodeJS.ProcessEnv, extra: string[] = []): Promise<PerseidProcess> {
+  const port = await freePort();
+  return startPerseid(APP, ['--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--discovery-interval-ms', '200', ...extra], env);
+}
+
+/** Opens clients and keeps them for closing after the test. */
+class Clients {
+  readonly all: SimpleDDP[] = [];
+  async open(url: string, n: number, passedOn = false): Promise<SimpleDDP[]> {
+    const opened = await Promise.all(
+      Array.from({ length: n }, async () => {
+        const client = ddp(url, passedOn);
+        await client.connect();
+        return client;
+      }),
+    );
+    this.all.push(...opened);
+    return opened;
+  }
+  async closeAll(): Promise<void> {
+    await Promise.all(this.all.splice(0).map((c) => c.disconnect().catch(() => undefined)));
+  }
+}
+
+async function pids(clients: SimpleDDP[]): Promise<number[]> {
+  return Promise.all(clients.map(async (c) => (await c.call<Who>('whoami')).pid));
+}
+
+function count(values: number[], value: number | undefined): number {
+  return values.filter((v) => v === value).length;
+}
+
+describe('a cluster of servers', { skip: missing.length > 0 }, () => {
+  describe('discovery and balancing (registry in Redis)', () => {
+    let database: ReturnType<typeof freshDatabase>;
+    let balancer: PerseidProcess;
+    let other: PerseidProcess;
+    const clients = new Clients();
+
+    before(async () => {
+      database = freshDatabase(mongo!);
+      const env = { MONGO_URL: database.url, REDIS_URL: redis! };
+      [balancer, other] = await Promise.all([member(env, ['--balancer']), member(env)]);
+      for (const server of [balancer, other]) await eventually(async () => (await stats(server)).cluster?.servers.length === 2, 'both servers to see both', 5000);
+    });
+    after(async () => {
+      await clients.closeAll();
+      await Promise.all([balancer?.stop(), other?.stop()]);
+      await database?.drop();
+    });
+
+    it('registers each server with its URL and load', async () => {
+      for (const server of [balancer, other]) {
+        const { cluster } = await stats(server);
+        assert.deepEqual(cluster!.servers.map((s) => s.url).sort(), [balancer.url, other.url].sort());
+      }
+    });
+
+    it('spreads new connections, then favours the less loaded server', async () => {
+      await settled(balancer, 2);
+      const spread = await pids(await clients.open(balancer.url, 20));
+      assert.ok(count(spread, other.child.pid) >= 6 && count(spread, balancer.child.pid) >= 6, `20 connections split ${count(spread, balancer.child.pid)}/${count(spread, other.child.pid)}`);
+      // Load the other server directly; once announced, new clients stay on the balancer.
+      await clients.open(other.url, 16);
+      const otherLoad = count(spread, other.child.pid) + 16;
+      await eventually(async () => (await stats(balancer)).cluster!.servers.find((s) => s.url === other.url)!.sessions >= otherLoad, 'the other server to announce its load');
+      await settled(balancer, 2);
+      const next = await pids(await clients.open(balancer.url, 10));
+      assert.ok(count(next, balancer.child.pid) >= 8, `only ${count(next, balancer.child.pid)} of 10 stayed on the less loaded balancer`);
+      await clients.closeAll();
+    });
+
+    it('pins a SockJS client (sockjs-client from npm) to the least loaded server through /sockjs/info', async () => {
+      await clients.open(balancer.url, 10, true);
+      const announced = async (url: string) => (await stats(balancer)).cluster!.servers.find((s) => s.url === url)!.sessions;
+      await eventually(async () => (await announced(balancer.url)) >= 10 && (await announced(other.url)) === 0, 'the balancer to count its own load and the other server none');
+      const info = (await (await fetch(`${balancer.url}/sockjs/info`)).json()) as { base_url?: string; websocket: boolean };
+      assert.equal(info.base_url, `${other.url}/sockjs`);
+      for (const transport of ['websocket', 'xhr-streaming', 'xhr-polling']) {
+        const peer = await SockjsPeer.open(`${balancer.url}/sockjs`, transport);
+        try {
+          assert.ok(peer.transportUrl.startsWith(`${other.url}/sockjs`), `${transport} talks to ${peer.transportUrl}`);
+          assert.equal(((await peer.call('1', 'whoami')) as Who).pid, other.child.pid);
+        } finally {
+          peer.close();
+        }
+      }
+      await clients.closeAll();
+    });
+
+    it('drops a server killed with -9 from the registry within its time to live', async () => {
+      const killedAt = Date.now();
+      other.child.kill('SIGKILL');
+      await exited(other.child);
+      await eventually(async () => (await stats(balancer)).cluster!.servers.length === 1, 'the dead server to expire', 5000);
+      assert.ok(Date.now() - killedAt < 3000, 'gone within a few announce intervals');
+      // New clients now all stay on the balancer.
+      assert.deepEqual(new Set(await pids(await clients.open(balancer.url, 4))), new Set([balancer.child.pid]));
+    });
+  });
+
+  it('keeps the registry in the app\'s MongoDB when asked (no Redis needed)', async () => {
+    const database = freshDatabase(mongo!);
+    const env = { MONGO_URL: database.url, REDIS_URL: '' };
+    const [a, b] = await Promise.all([member(env, ['--discovery', 'mongo']), member(env, ['--discovery', 'mongo'])]);
+    try {
+      await eventually(async () => (await stats(a)).cluster?.servers.length === 2, 'both servers in MongoDB', 5000);
+      b.child.kill('SIGKILL');
+      await eventually(async () => (await stats(a)).cluster!.servers.length === 1, 'the killed server to expire', 5000);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+      await database.drop();
+    }
+  });
+
+  describe('fan-out over Redis', () => {
+    let database: ReturnType<typeof freshDatabase>;
+    const servers: PerseidProcess[] = [];
+    const clients = new Clients();
+
+    before(async () => {
+      database = freshDatabase(mongo!);
+      const env = { MONGO_URL: database.url, REDIS_URL: redis!, PERSEID_FANOUT: 'redis' };
+      servers.push(...(await Promise.all([0, 1, 2].map(() => startPerseid(APP, ['--port', '0'], env)))));
+    });
+    after(async () => {
+      await clients.closeAll();
+      await Promise.all(servers.map((s) => s.stop()));
+      await database?.drop();
+    });
+
+    it('sends each change only to the servers whose live queries need it', async () => {
+      const [follower, onlyOne, writer] = servers as [PerseidProcess, PerseidProcess, PerseidProcess];
+      const [all] = await clients.open(follower.url, 1);
+      const [single] = await clients.open(onlyOne.url, 1);
+      const [write] = await clients.open(writer.url, 1);
+      const watched = await write!.call<string>('addItem', 0, 'writer');
+      await all!.subscribe('items').ready();
+      await single!.subscribe('item', watched).ready();
+      const before = await Promise.all(servers.map(async (s) => (await stats(s)).perseid_fanout_received_total ?? 0));
+
+      const ids: string[] = [];
+      for (let i = 1; i <= 40; i++) ids.push(await write!.call<string>('addItem', i, 'writer'));
+      for (let n = 1; n <= 5; n++) await write!.call('setItem', watched, 100 + n);
+
+      await eventually(() => ids.every((id) => all!.collection<Item>('items').fetch().some((item) => item.id === id)), 'every item on the follower');
+      await eventually(() => single!.collection<Item>('items').fetch().find((item) => item.id === watched)?.n === 105, 'the watched item\'s last value');
+      assert.equal(single!.collection<Item>('items').fetch().length, 1);
+      const received = (await Promise.all(servers.map(async (s) => (await stats(s)).perseid_fanout_received_total ?? 0))).map((n, i) => n - before[i]!);
+      assert.ok(received[0]! >= 45, `the follower of the whole collection received ${received[0]}`);
+      assert.ok(received[1]! >= 5 && received[1]! <= 8, `the follower of one document received ${received[1]} (its 5 updates)`);
+      assert.equal(received[2], 0, 'the writer, following nothing, received nothing');
+    });
+
+    it('relays writes made outside Perseid from one change stream', async () => {
+      const [all] = clients.all;
+      const client = new MongoClient(database.url);
+      try {
+        const { insertedId } = await client.db().collection<{ _id: string; n: number }>('items').insertOne({ _id: 'from-the-shell', n: -1 });
+        await eventually(() => all!.collection<Item>('items').fetch().some((item) => item.id === insertedId), 'the outside write', 10000);
+      } finally {
+        await client.close();
+      }
+      const relays = servers.filter((s) => /this server relays database changes/.test(s.log()));
+      assert.equal(relays.length, 1, 'exactly one server relays');
+    });
+  });
+
+  it('converges after Redis restarts mid-run', async () => {
+    // A private Redis: the shared one stays up for the other suites.
+    const privateRedis = await startService('redis');
+    const database = freshDatabase(mongo!);
+    const env = { MONGO_URL: database.url, REDIS_URL: privateRedis.url, PERSEID_FANOUT: 'redis' };
+    const [a, b] = await Promise.all([startPerseid(APP, ['--port', '0'], env), startPerseid(APP, ['--port', '0'], env)]);
+    const clients = new Clients();
+    try {
+      const [reader] = await clients.open(a.url, 1);
+      const [writer] = await clients.open(b.url, 1);
+      await reader!.subscribe('items').ready();
+      const ids = [await writer!.call<string>('addItem', 1, 'before')];
+      await eventually(() => reader!.collection<Item>('items').fetch().length === 1, 'the first item');
+
+      await privateRedis.stop();
+      for (let i = 0; i < 10; i++) ids.push(await writer!.call<string>('addItem', 100 + i, 'while Redis is down'));
+      await privateRedis.restart();
+      await eventually(() => ids.every((id) => reader!.collection<Item>('items').fetch().some((item) => item.id === id)), 'every item after Redis returns', 15000);
+      assert.match(a.log(), /redis connection lost/);
+      assert.match(a.log(), /fan-out bus reconnected/);
+    } finally {
+      await clients.closeAll();
+      await Promise.all([a.stop(), b.stop()]);
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
+  it('drains on SIGTERM: clients move to the other server with nothing but a reconnect', async () => {
+    const database = freshDatabase(mongo!);
+    const env = { MONGO_URL: database.url, REDIS_URL: redis! };
+    const [front, back] = await Promise.all([member(env, ['--balancer']), member(env, ['--drain-ms', '1000'])]);
+    const clients = new Clients();
+    try {
+      await settled(front, 2);
+      const opened = await clients.open(front.url, 10);
+      for (const c of opened) await c.subscribe('items').ready();
+      const placed = await pids(opened);
+      const moved = count(placed, back.child.pid);
+      assert.ok(moved >= 2, `the balancer passed ${moved} of 10 connections to the other server`);
+      const disconnects: number[] = [];
+      for (const c of opened) c.on('disconnected', () => disconnects.push(Date.now()));
+
+      assert.equal(await back.stop('SIGTERM'), 0);
+      await eventually(() => opened.every((c) => c.connected), 'every client reconnected', 10000);
+      assert.equal(disconnects.length, moved, 'only the drained server\'s clients reconnected');
+      assert.ok(Math.max(...disconnects) - Math.min(...disconnects) >= 400, 'closes spread over the drain window');
+      assert.deepEqual(new Set(await pids(opened)), new Set([front.child.pid]));
+      const id = await opened[0]!.call<string>('addItem', 7, 'after the drain');
+      await eventually(() => opened.every((c) => c.collection<Item>('items').fetch().some((item) => item.id === id)), 'live data after the drain');
+      assert.match(back.log(), /left the cluster/);
+    } finally {
+      await clients.closeAll();
+      await front.stop();
+      await database.drop();
+    }
+  });
+});

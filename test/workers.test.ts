@@ -1,0 +1,154 @@
+/**
+ * `perseid start --workers 2` as real processes on mongo-java-server: the
+ * primary spreads connections by load, keeps SockJS polling sessions on their
+ * worker, follows the database once for both workers, and replaces a worker
+ * killed with -9 while its clients reconnect and lose no acknowledged write.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { MongoClient } from 'mongodb';
+import SimpleDDP from 'simpleddp';
+import WebSocket from 'ws';
+import { serviceUrl } from '../scripts/services/control.js';
+import { freshDatabase, HOW_TO_START } from './databases.js';
+import { eventually, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
+
+const APP = 'dist/test/fixtures/cluster-app.js';
+const mongo = await serviceUrl('mongo-java-server');
+if (!mongo) console.log(`# SKIPPED the workers suite: mongo-java-server is not running; ${HOW_TO_START}`);
+
+interface Who {
+  pid: number;
+  worker: string | null;
+}
+
+/** simpleddp keeps a document's id in `id`. */
+interface Item {
+  id: string;
+  n: number;
+  by: string;
+}
+
+function ddp(url: string): SimpleDDP {
+  return new SimpleDDP({ endpoint: `${url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, reconnectInterval: 100, maxTimeout: 4000 });
+}
+
+describe('perseid start --workers 2', { skip: !mongo }, () => {
+  let primary: PerseidProcess;
+  let database: ReturnType<typeof freshDatabase>;
+  const clients: SimpleDDP[] = [];
+  const connect = async (url = primary.url) => {
+    const client = ddp(url);
+    clients.push(client);
+    await client.connect();
+    return client;
+  };
+
+  before(async () => {
+    database = freshDatabase(mongo!);
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '500'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+  });
+  after(async () => {
+    await Promise.all(clients.map((c) => c.disconnect().catch(() => undefined)));
+    if (primary) {
+      const code = await primary.stop('SIGTERM');
+      assert.equal(code, 0, `the primary drains and exits 0 on SIGTERM:\n${primary.log()}`);
+      assert.match(primary.log(), /draining/);
+    }
+    await database?.drop();
+  });
+
+  it('serves health from the primary, counting its workers', async () => {
+    const health = (await (await fetch(`${primary.url}/health`)).json()) as { status: string; workers: number };
+    assert.equal(health.status, 'ok');
+    assert.equal(health.workers, 2);
+    const info = (await (await fetch(`${primary.url}/sockjs/info`)).json()) as { websocket: boolean; base_url?: string };
+    assert.equal(info.websocket, true);
+    assert.equal(info.base_url, undefined, 'a lone machine pins nobody elsewhere');
+  });
+
+  it('spreads WebSocket connections over both workers', async () => {
+    const who = await Promise.all(Array.from({ length: 8 }, async () => (await connect()).call<Who>('whoami')));
+    const perWorker = new Map<string, number>();
+    for (const w of who) perWorker.set(w.worker!, (perWorker.get(w.worker!) ?? 0) + 1);
+    assert.equal(perWorker.size, 2, `connections went to ${JSON.stringify([...perWorker])}`);
+    for (const [worker, n] of perWorker) assert.ok(n >= 2, `worker ${worker} got only ${n} of 8`);
+    assert.ok(who.every((w) => w.pid !== primary.child.pid), 'the primary runs no app code');
+  });
+
+  it('keeps each SockJS polling session on one worker, and uses both', async () => {
+    const peers = await Promise.all(Array.from({ length: 4 }, () => SockjsPeer.open(`${primary.url}/sockjs`, 'xhr-polling')));
+    try {
+      const workers = new Set<string>();
+      for (const [p, peer] of peers.entries()) {
+        const answers = new Set<string>();
+        for (let i = 0; i < 3; i++) answers.add(((await peer.call(`${p}-${i}`, 'whoami')) as Who).worker!);
+        assert.equal(answers.size, 1, 'every request of a session reaches the same worker');
+        workers.add([...answers][0]!);
+      }
+      assert.equal(workers.size, 2);
+    } finally {
+      for (const peer of peers) peer.close();
+    }
+  });
+
+  it('follows the database once and delivers changes to the worker that watches them', async () => {
+    const [a, b] = await Promise.all([connect(), connect()]);
+    const [whoA, whoB] = await Promise.all([a.call<Who>('whoami'), b.call<Who>('whoami')]);
+    // The primary alternates by load: two fresh connections land on different workers.
+    assert.notEqual(whoA.worker, whoB.worker);
+    const sub = a.subscribe('items');
+    await sub.ready();
+    const id = await b.call<string>('addItem', 1, 'from the other worker');
+    await eventually(() => a.collection<Item>('items').fetch().some((item) => item.id === id), 'the item written on the other worker');
+    assert.match(primary.log(), /live queries follow the primary's/);
+    await sub.stop();
+  });
+
+  it('replaces a worker killed with -9; its clients reconnect and get every acknowledged write', async () => {
+    const writers = await Promise.all(Array.from({ length: 6 }, () => connect()));
+    const subs = writers.map((client) => client.subscribe('items'));
+    await Promise.all(subs.map((s) => s.ready()));
+    const victim = (await writers[0]!.call<Who>('whoami')).pid;
+    const acknowledged = new Set<string>();
+    let writing = true;
+    const loops = writers.map(async (client, w) => {
+      for (let i = 0; writing; i++) {
+        try {
+          acknowledged.add(await client.call<string>('addItem', i, `writer ${w}`));
+        } catch {
+          // Lost with the worker, or sent while reconnecting: not acknowledged, so not counted.
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    });
+    await eventually(() => acknowledged.size >= 60, 'writes before the kill', 10000);
+    process.kill(victim, 'SIGKILL');
+    await eventually(async () => {
+      const health = (await (await fetch(`${primary.url}/health`)).json()) as { workers: number };
+      return health.workers === 2 && /worker died; replacing it/.test(primary.log()) && acknowledged.size >= 200;
+    }, 'the replacement worker and writes after the kill', 20000);
+    writing = false;
+    await Promise.all(loops);
+
+    const client = new MongoClient(database.url);
+    try {
+      const stored = new Set((await client.db().collection('items').find({}, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id)));
+      const lost = [...acknowledged].filter((id) => !stored.has(id));
+      assert.deepEqual(lost, [], 'no acknowledged write is lost');
+      for (const [w, writer] of writers.entries()) {
+        await eventually(
+          () => {
+            const seen = new Set(writer.collection<Item>('items').fetch().map((item) => item.id));
+            return [...stored].every((id) => seen.has(id));
+          },
+          `client ${w} to converge on every stored item`,
+          15000,
+        );
+      }
+      assert.ok((await writers[0]!.call<Who>('whoami')).pid !== victim, 'the victim\'s clients moved to a live worker');
+    } finally {
+      await client.close();
+    }
+  });
+});
