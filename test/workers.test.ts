@@ -5,6 +5,7 @@
  * killed with -9 while its clients reconnect and lose no acknowledged write.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
@@ -150,5 +151,38 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
     } finally {
       await client.close();
     }
+  });
+
+  it('hands over connections in quick succession without losing a client\'s first message', async () => {
+    // The client speaks the moment the worker has answered the upgrade, while the primary may
+    // still hold its copy of the socket: that first message must reach the worker. With the
+    // primary and its workers squeezed onto one core the window is wide (last test: they stay there).
+    const stats = (await (await fetch(`${primary.url}/perseid/stats`)).json()) as { workers: Array<{ pid: number }> };
+    for (const pid of [primary.child.pid!, ...stats.workers.map((w) => w.pid)]) spawnSync('taskset', ['-a', '-p', '-c', '0', String(pid)], { stdio: 'ignore' });
+    const cycle = () =>
+      new Promise<void>((resolve, reject) => {
+        const ws = new WebSocket(`${primary.url.replace(/^http/, 'ws')}/websocket`, { perMessageDeflate: false });
+        const timer = setTimeout(() => reject(new Error('no `connected` within 3 s: the first message was lost')), 3000);
+        ws.on('open', () => ws.send(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] })));
+        ws.on('message', (data) => {
+          if (!String(data).includes('"connected"')) return;
+          clearTimeout(timer);
+          ws.close();
+          resolve();
+        });
+        ws.on('error', (error) => {
+          clearTimeout(timer);
+          reject(error);
+        });
+      });
+    let done = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (done < 3000) {
+          await cycle();
+          done++;
+        }
+      }),
+    );
   });
 });

@@ -86,6 +86,10 @@ export class WorkerPool {
 
   /** Gives a WebSocket upgrade to `worker`: the raw socket and the bytes already read travel over IPC. */
   handoff(worker: WorkerHandle, req: IncomingMessage, socket: Socket, head: Buffer): void {
+    // This process keeps reading its copy of the socket until the worker acknowledges it, and would
+    // swallow the client's first frame sent meanwhile (nodejs/node#8353); Node has no public way to
+    // stop native reads, hence the private handle.
+    (socket as unknown as { _handle?: { readStop?(): number } })._handle?.readStop?.();
     worker.send({ type: 'upgrade', method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, head: head.toString('base64') }, socket);
   }
 

@@ -49,7 +49,7 @@ export class ChannelHandlers {
   }
 }
 
-/** Every subscriber in this process gets every message, synchronously after publish returns. */
+/** Every subscriber in this process gets every message, in a microtask after publish returns (as if it had travelled). */
 export class InProcessBus implements FanoutBus {
   private readonly handlers = new ChannelHandlers();
 

@@ -31,6 +31,8 @@ export interface ChangeHubOptions {
   /** Longest a write fence waits for the feeder to report a write. */
   maxWaitMs: number;
   log: Logger;
+  /** Whether its changes count in perseid_changes_received_total (not for the relay's hub, whose changes are counted where they are applied). */
+  counted?: boolean;
 }
 
 interface Waiter {
@@ -92,7 +94,7 @@ export class ChangeHub implements ChangeSource {
 
   /** A document change observed by the feeder. */
   emit(change: Omit<DocumentChange, 'seq'> & { modifier?: Document }): void {
-    liveQueryMetrics.changesReceived.inc();
+    if (this.options.counted !== false) liveQueryMetrics.changesReceived.inc();
     const event = { ...change, seq: ++this.seq } as DocumentChange;
     const key = idStringify(change.id);
     let recent = this.recent.get(change.collection);

@@ -48,6 +48,8 @@ export class FanoutFeeder {
   /** The channels each collection needs now (subscriptions catch up with it). */
   private readonly wanted = new Map<string, Set<string>>();
   private readonly unsubscribeControl: () => void;
+  /** How this server's own writes begin on the wire (`s` first). */
+  private readonly ownPrefix: string;
 
   constructor(
     private readonly hub: ChangeHub,
@@ -57,6 +59,7 @@ export class FanoutFeeder {
     private readonly serverId: string,
     private readonly log: Logger,
   ) {
+    this.ownPrefix = `{"s":${JSON.stringify(serverId)},`;
     hub.onInterest = (collection, ids) => this.follow(collection, ids);
     hub.onWatchedChange = (collections) => {
       for (const collection of [...this.subscribed.keys()]) if (!collections.has(collection)) this.follow(collection, new Set());
@@ -98,8 +101,9 @@ export class FanoutFeeder {
 
   /** A change the relay read from the database (any writer): everyone applies it, this server too. */
   relayed(collection: string, change: PublishedChange | 'resync'): void {
-    if (change === 'resync') this.bus.publish(this.controlChannel(), stringify({ s: this.serverId, c: collection, o: 's', r: 1 }));
-    else this.send({ s: this.serverId, c: collection, o: OPS[change.op], i: change.id, d: change.doc, m: change.modifier, r: 1 });
+    // `r` leads, so that the relay's own messages do not look like its writes' echoes (see receive).
+    if (change === 'resync') this.bus.publish(this.controlChannel(), stringify({ r: 1, s: this.serverId, c: collection, o: 's' }));
+    else this.send({ r: 1, s: this.serverId, c: collection, o: OPS[change.op], i: change.id, d: change.doc, m: change.modifier });
   }
 
   close(): void {
@@ -116,6 +120,8 @@ export class FanoutFeeder {
   }
 
   private receive(text: string): void {
+    // The echo of this server's own write, already applied when it was made: dropped unparsed.
+    if (text.startsWith(this.ownPrefix)) return;
     let wire: Wire;
     try {
       wire = parse(text) as Wire;
@@ -127,7 +133,6 @@ export class FanoutFeeder {
       this.log.warn('malformed fan-out message; ignored', { message: text.slice(0, 200) });
       return;
     }
-    if (wire.s === this.serverId && !wire.r) return; // our own write, applied when it was made
     fanoutMetrics.applied.inc();
     if (wire.o === 's') this.hub.resync(wire.r ? 'the relay lost track of the database' : 'collection dropped on another server', wire.c);
     else this.hub.emit({ collection: wire.c, op: CHANGE_OPS[wire.o], id: wire.i, doc: wire.d, modifier: wire.m });

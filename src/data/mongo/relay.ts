@@ -77,7 +77,7 @@ export class Relay {
 
   private async lead(): Promise<void> {
     const { db, oplogClient, choice, pollIntervalMs, log } = this.options;
-    this.hub = new ChangeHub('relay', { maxWaitMs: 1000, log });
+    this.hub = new ChangeHub('relay', { maxWaitMs: 1000, log, counted: false });
     const opened = await openDatabaseFeeder(this.hub, db, oplogClient, choice, pollIntervalMs, log);
     this.feeder = opened.feeder;
     log.info('this server relays database changes to the fan-out bus', { via: opened.name });
