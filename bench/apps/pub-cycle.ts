@@ -1,6 +1,8 @@
 /**
  * The app of BENCHMARKS.md S3 (pub-cycle): a publication `items(size)` of about
  * 20 KB (20 documents) or 200 KB (200 documents) of 1 KB documents.
+ * With PUB_CYCLE_KEEP_LIVE=1 every process keeps both queries live itself (S3's
+ * cached variant, also for each worker or server of S5).
  * Run: perseid start dist/bench/apps/pub-cycle.js
  */
 import { Collection, DDPError, type PerseidServer } from 'perseid';
@@ -14,8 +16,9 @@ export function item(size: string, n: number): Record<string, unknown> {
 }
 
 export default async function pubCycleApp(server: PerseidServer): Promise<void> {
-  await Items.removeAsync({});
-  for (const [size, count] of Object.entries(SIZES)) for (let n = 0; n < count; n++) await Items.insertAsync(item(size, n));
+  // Upserts: several processes (workers, servers) may seed the same database at once.
+  for (const [size, count] of Object.entries(SIZES)) for (let n = 0; n < count; n++) await Items.upsertAsync({ _id: item(size, n)._id }, item(size, n));
+  if (process.env.PUB_CYCLE_KEEP_LIVE === '1') for (const size of Object.keys(SIZES)) await Items.find({ size }).observeChangesAsync({});
   server.publish('items', (size: unknown) => {
     if (typeof size !== 'string' || !(size in SIZES)) throw new DDPError(400, 'size must be 20kb or 200kb');
     return Items.find({ size });
