@@ -27,6 +27,16 @@ export async function waitForHttp(port: number, path: string, timeoutMs = 20000)
   throw new Error(`server on port ${port} did not come up`);
 }
 
+/** On Ctrl-C or SIGTERM, stops these first (services run detached and would outlive the run). */
+export function stopOnInterrupt(stoppables: Array<{ stop(): Promise<void> }>): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      process.stderr.write(`\n${signal}: stopping the benchmark's servers and services\n`);
+      void Promise.allSettled(stoppables.map((s) => s.stop())).then(() => process.exit(130));
+    });
+  }
+}
+
 export function stopProcess(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve();

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
-import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { ProcessSampler } from '../src/load/process-sampler.js';
@@ -61,9 +61,14 @@ interface Outcome {
   seconds: number;
 }
 
+/** The database of the mode under way, stopped if the run is interrupted. */
+let running: RunningService | undefined;
+stopOnInterrupt([{ stop: async () => running?.stop() }]);
+
 async function runMode(mode: (typeof modes)[number], port: number): Promise<Outcome> {
   // A fresh server per mode, so neither inherits the other's data or oplog.
   const db: RunningService = await startService(database);
+  running = db;
   pinProcess(db.pid, 1);
   const env = {
     ...process.env,

@@ -21,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
 import { cpuSeconds } from '../src/load/process-sampler.js';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `S5 scale-out: one process vs two workers vs two balancing servers (S3, S1), and Redis fan-out vs a change source per server.
@@ -173,6 +173,8 @@ const save = (extra: object = {}) => {
 
 const mongo = await startService('mongo-java-server');
 const redis = await startService('redis');
+let current: Deployment | undefined;
+stopOnInterrupt([{ stop: async () => current?.stop() }, mongo, redis]);
 pinProcess(mongo.pid, 1);
 pinProcess(redis.pid, 1);
 const tables: string[] = [];
@@ -203,6 +205,7 @@ try {
         const database = `s5_${scenario.part}_${run}_${topology.replace(/\W+/g, '_')}`;
         // Every write goes through Perseid here, so the servers share changes over Redis without a relay.
         const deployment = await deploy(topology, scenario.app, { ...scenario.env, MONGO_URL: `${mongo.url}${database}`, REDIS_URL: redis.url }, 'redis, no relay');
+        current = deployment;
         try {
           outcomes.push(await measure(scenario.part, topology, run, deployment, mongo, scenario.load));
         } finally {
@@ -255,6 +258,7 @@ try {
         process.stderr.write(`fan-out series: ${n} server(s), ${mode}\n`);
         const database = `s5_fanout_${fanout.replace(/\W+/g, '_')}_${n}`;
         const deployment = await deploy(n, 'dist/examples/tasks/app.js', { MONGO_URL: `${mongo.url}${database}`, REDIS_URL: redis.url }, fanout);
+        current = deployment;
         try {
           // The same total load, spread over the servers.
           const o = await measure('fanout', `${n} × ${mode}`, 1, deployment, mongo, ['s1', '--rate', '8', '--duration', values['s1-seconds']!, '--think-ms', '500', '--client', 'lean']);

@@ -122,8 +122,9 @@ describe('a cluster of servers', { skip: missing.length > 0 }, () => {
 
     it('spreads new connections, then favours the less loaded server', async () => {
       await settled(balancer, 2);
-      const spread = await pids(await clients.open(balancer.url, 20));
-      assert.ok(count(spread, other.child.pid) >= 6 && count(spread, balancer.child.pid) >= 6, `20 connections split ${count(spread, balancer.child.pid)}/${count(spread, other.child.pid)}`);
+      // The first few stay (passing a connection on costs a relay for its life), then they alternate.
+      const spread = await pids(await clients.open(balancer.url, 30));
+      assert.ok(count(spread, other.child.pid) >= 6 && count(spread, balancer.child.pid) >= 6, `30 connections split ${count(spread, balancer.child.pid)}/${count(spread, other.child.pid)}`);
       // Load the other server directly; once announced, new clients stay on the balancer.
       await clients.open(other.url, 16);
       const otherLoad = count(spread, other.child.pid) + 16;
@@ -265,11 +266,11 @@ describe('a cluster of servers', { skip: missing.length > 0 }, () => {
     const clients = new Clients();
     try {
       await settled(front, 2);
-      const opened = await clients.open(front.url, 10);
+      const opened = await clients.open(front.url, 20);
       for (const c of opened) await c.subscribe('items').ready();
       const placed = await pids(opened);
       const moved = count(placed, back.child.pid);
-      assert.ok(moved >= 2, `the balancer passed ${moved} of 10 connections to the other server`);
+      assert.ok(moved >= 2, `the balancer passed ${moved} of 20 connections to the other server`);
       const disconnects: number[] = [];
       for (const c of opened) c.on('disconnected', () => disconnects.push(Date.now()));
 
@@ -283,7 +284,8 @@ describe('a cluster of servers', { skip: missing.length > 0 }, () => {
       assert.match(back.log(), /left the cluster/);
     } finally {
       await clients.closeAll();
-      await front.stop();
+      // `back` has normally drained already; if the test failed first, it must not outlive it.
+      await Promise.all([front.stop(), back.stop('SIGKILL')]);
       await database.drop();
     }
   });

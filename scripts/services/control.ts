@@ -41,10 +41,12 @@ export async function startService(name: ServiceName, options: { port?: number; 
   await service.prepare();
   const port = options.port ?? (await freePort());
   const dataDir = options.dataDir ?? join(RUN_DIR, `${name}-${port}`);
-  mkdirSync(dataDir, { recursive: true });
+  // A private instance (a test's or a benchmark's) leaves nothing behind once stopped.
+  const ephemeral = !options.record && !options.dataDir;
   const managed = new ManagedProcess(name, port);
   const launch = service.launch(port, dataDir);
   const boot = async () => {
+    mkdirSync(dataDir, { recursive: true });
     await service.beforeStart?.(dataDir);
     const t0 = Date.now();
     const pid = await managed.start(launch, () => service.ready(port));
@@ -58,7 +60,11 @@ export async function startService(name: ServiceName, options: { port?: number; 
     url: service.url(port),
     dataDir,
     pid: await boot(),
-    stop: () => managed.stop(launch.markers),
+    // Stopping a private instance deletes its data; restart() keeps it.
+    async stop() {
+      await managed.stop(launch.markers);
+      if (ephemeral) managed.remove(dataDir);
+    },
     async restart() {
       await managed.stop(launch.markers);
       handle.pid = await boot();

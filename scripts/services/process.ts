@@ -145,6 +145,12 @@ export class ManagedProcess {
     rmSync(this.pidFile, { force: true });
   }
 
+  /** Deletes `dataDir` and this process's log (after stop). */
+  remove(dataDir: string): void {
+    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(this.logFile, { force: true });
+  }
+
   tail(lines = 20): string {
     try {
       return readFileSync(this.logFile, 'utf8').split('\n').slice(-lines).join('\n');

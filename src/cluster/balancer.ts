@@ -1,12 +1,26 @@
 /**
  * Where a new client should go: the least loaded live server. A client stays
- * here unless another server is clearly less loaded, so that equals do not
- * bounce clients between them; clients sent to a server since it last announced
- * its load count as load, so a burst spreads instead of all landing on the
- * server that looked idlest.
+ * here unless another server is clearly less loaded (by `margin`), so that
+ * equals do not bounce clients between them; clients sent to a server since it
+ * last announced its load count as load, so a burst spreads instead of all
+ * landing on the server that looked idlest.
  */
 import type { Discovery, ServerEntry } from './discovery.js';
 import { loadScore } from './load-monitor.js';
+
+/** How much less loaded another server must be to get the client: its score × ratio + slack below ours. */
+export interface Margin {
+  ratio: number;
+  slack: number;
+}
+
+/** Pinning a SockJS client costs nothing after `/sockjs/info`, so a small lead is enough. */
+export const PIN_MARGIN: Margin = { ratio: 1.1, slack: 2 };
+/**
+ * A raw WebSocket passed on costs this server a relay for the connection's whole
+ * life: only a clear imbalance is worth it (clients already spread stay put).
+ */
+export const PASS_ON_MARGIN: Margin = { ratio: 1.25, slack: 8 };
 
 export class Balancer {
   /** Clients sent to each server since the announcement (updatedAt) they were counted against. */
@@ -16,7 +30,7 @@ export class Balancer {
   constructor(private readonly discovery: Discovery) {}
 
   /** The server to send a new client to (among those `eligible` allows, this one always is), or undefined to keep it here. */
-  pick(eligible: (entry: ServerEntry) => boolean = () => true): ServerEntry | undefined {
+  pick(margin: Margin, eligible: (entry: ServerEntry) => boolean = () => true): ServerEntry | undefined {
     const now = Date.now();
     const sentTo = (entry: ServerEntry) => {
       const sent = this.sent.get(entry.id);
@@ -31,7 +45,7 @@ export class Balancer {
       if (!best || score(entry) < score(best)) best = entry;
     }
     if (!best) return undefined;
-    if (self && best !== self && score(self) <= score(best) * 1.1 + 2) best = self;
+    if (self && best !== self && score(self) <= score(best) * margin.ratio + margin.slack) best = self;
     this.sent.set(best.id, { since: best.updatedAt, count: sentTo(best) + 1 });
     return best === self ? undefined : best;
   }

@@ -12,7 +12,7 @@ import { hostname } from 'node:os';
 import type { Logger } from '../log.js';
 import { metrics } from '../metrics/registry.js';
 import { isRawWebSocketPath, pathOf } from '../transport/paths.js';
-import { Balancer } from './balancer.js';
+import { Balancer, PASS_ON_MARGIN, PIN_MARGIN } from './balancer.js';
 import type { ConnectionRouter, RoutedTarget } from './connection-router.js';
 import { Discovery, type DiscoveryStore, type ServerEntry } from './discovery.js';
 import type { LoadFigures } from './load-monitor.js';
@@ -83,14 +83,14 @@ export class ClusterMembership implements ConnectionRouter {
 
   sockjsBaseUrl(): string | undefined {
     if (!this.options.balancer) return undefined;
-    const to = this.balancer.pick();
+    const to = this.balancer.pick(PIN_MARGIN);
     return to && `${to.url}/sockjs`;
   }
 
   upgradeTarget(req: IncomingMessage): RoutedTarget | undefined {
     if (!this.options.balancer || req.headers[BALANCED_HEADER] !== undefined) return undefined;
     if (!isRawWebSocketPath(pathOf(req.url))) return undefined;
-    const to = this.balancer.pick((entry) => entry.internalUrl !== undefined);
+    const to = this.balancer.pick(PASS_ON_MARGIN, (entry) => entry.internalUrl !== undefined);
     if (!to?.internalUrl) return undefined;
     const target = new URL(to.internalUrl);
     return { host: target.hostname.replace(/^\[|\]$/g, ''), port: Number(target.port || 80), unreachable: () => this.balancer.unreachable(to.id) };
