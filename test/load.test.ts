@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
 import pubCycleApp from '../bench/apps/pub-cycle.js';
 import tasksApp from '../examples/tasks/app.js';
+import { setDefaultDatabase } from '../src/data/database.js';
 import { Measurements } from '../src/load/measurements.js';
 import { compareReports } from '../src/load/report/compare.js';
 import { htmlReport } from '../src/load/report/html.js';
@@ -116,6 +117,37 @@ export default async function (client, ctx) {
     assert.equal(report.users.aborted, 2);
     assert.ok(Date.now() - started < 5000);
     await assert.rejects(runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 10, arrivalRate: 10 }], maxUsers: 50 }), /more than --max-users 50/);
+  });
+
+  it('spreads users over several servers given with --url, in turn', async () => {
+    const second = await startServer((server) => tasksApp(server));
+    const upgrades = new Map<string, number>();
+    const counters = [tasks, second].map((t) => {
+      const count = () => void upgrades.set(t.url, (upgrades.get(t.url) ?? 0) + 1);
+      t.server.httpServer.on('upgrade', count);
+      return () => t.server.httpServer.off('upgrade', count);
+    });
+    try {
+      const report = await runScenario({ url: [tasks.url, second.url], scenario: 's1', phases: [{ duration: 1, arrivalRate: 6 }], params: { tasks: '1' } });
+      assert.equal(report.users.completed, 6, JSON.stringify(report.errors));
+      assert.deepEqual([upgrades.get(tasks.url), upgrades.get(second.url)], [3, 3]);
+      assert.equal(report.url, `${tasks.url} ${second.url}`);
+    } finally {
+      for (const stop of counters) stop();
+      await second.close();
+      setDefaultDatabase(tasks.database); // the example apps' collections follow the default database
+    }
+  });
+
+  it('survives a server that goes away mid-run: its users fail, counted by kind', async () => {
+    const doomed = await startServer((server) => tasksApp(server));
+    const closing = new Promise((resolve) => setTimeout(resolve, 700)).then(() => doomed.close());
+    const report = await runScenario({ url: doomed.url, scenario: 's1', phases: [{ duration: 2, arrivalRate: 10 }], thinkMs: 100, timeoutMs: 3000 });
+    await closing;
+    setDefaultDatabase(tasks.database);
+    assert.ok(report.users.failed > 0, JSON.stringify(report.users));
+    assert.equal(report.users.started, report.users.completed + report.users.failed + report.users.aborted);
+    assert.ok(Object.keys(report.errors).length > 0 && Object.keys(report.errors).every((kind) => /closed|connect|timeout/.test(kind)), JSON.stringify(report.errors));
   });
 
   it('counts failures by kind when the server refuses what a scenario asks', async () => {

@@ -145,7 +145,7 @@ export interface Joined {
 export async function joinCluster(
   config: ScaleOut,
   id: string,
-  front: { routeConnections(router: ConnectionRouter): unknown; onDrain(hook: () => Promise<void>): unknown },
+  front: { routeConnections(router: ConnectionRouter): unknown; onDrain(hook: () => Promise<void>): unknown; readonly connectionCount: number },
   load: () => LoadFigures,
   log: Logger,
 ): Promise<Joined> {
@@ -163,6 +163,7 @@ export async function joinCluster(
   const membership = new ClusterMembership(
     { id, url: config.publicUrl!, internalUrl: config.internalUrl, balancer: config.balancer, store, intervalMs: config.intervalMs, log: log.child('cluster') },
     load,
+    () => front.connectionCount,
   );
   await membership.start();
   front.routeConnections(membership);

@@ -27,7 +27,11 @@ export class Balancer {
   private readonly sent = new Map<string, { since: number; count: number }>();
   private readonly unreachableUntil = new Map<string, number>();
 
-  constructor(private readonly discovery: Discovery) {}
+  constructor(
+    private readonly discovery: Discovery,
+    /** This server's open connections now: its own load needs no announcement, nor guesses about clients sent. */
+    private readonly selfConnections: () => number,
+  ) {}
 
   /** The server to send a new client to (among those `eligible` allows, this one always is), or undefined to keep it here. */
   pick(margin: Margin, eligible: (entry: ServerEntry) => boolean = () => true): ServerEntry | undefined {
@@ -36,7 +40,7 @@ export class Balancer {
       const sent = this.sent.get(entry.id);
       return sent && sent.since === entry.updatedAt ? sent.count : 0;
     };
-    const score = (entry: ServerEntry) => loadScore(entry) + sentTo(entry);
+    const score = (entry: ServerEntry) => (entry.id === this.discovery.id ? loadScore({ ...entry, sessions: this.selfConnections() }) : loadScore(entry) + sentTo(entry));
     let self: ServerEntry | undefined;
     let best: ServerEntry | undefined;
     for (const entry of this.discovery.servers()) {
@@ -46,8 +50,9 @@ export class Balancer {
     }
     if (!best) return undefined;
     if (self && best !== self && score(self) <= score(best) * margin.ratio + margin.slack) best = self;
+    if (best === self) return undefined;
     this.sent.set(best.id, { since: best.updatedAt, count: sentTo(best) + 1 });
-    return best === self ? undefined : best;
+    return best;
   }
 
   /** `id` did not answer: send nobody there until its registry entry would have expired. */

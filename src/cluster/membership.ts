@@ -53,6 +53,7 @@ export class ClusterMembership implements ConnectionRouter {
   constructor(
     private readonly options: MembershipOptions,
     load: () => LoadFigures,
+    connections: () => number,
   ) {
     const url = withoutTrailingSlash(new URL(options.url).href);
     const internal = options.internalUrl ?? (url.startsWith('http:') ? url : undefined);
@@ -63,7 +64,7 @@ export class ClusterMembership implements ConnectionRouter {
       () => ({ url, internalUrl: internal && withoutTrailingSlash(internal), balancer: options.balancer, ...load() }),
       { intervalMs: options.intervalMs, ttlMs: options.ttlMs, log: options.log },
     );
-    this.balancer = new Balancer(this.discovery);
+    this.balancer = new Balancer(this.discovery, connections);
   }
 
   get id(): string {

@@ -104,6 +104,11 @@ export class Primary {
     };
   }
 
+  /** Sessions open on the workers, as they last reported. */
+  get connectionCount(): number {
+    return this.load().sessions;
+  }
+
   async listen(port: number, host: string): Promise<{ url: string; port: number; host: string }> {
     await this.pool.start();
     await new Promise<void>((resolve, reject) => {

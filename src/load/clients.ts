@@ -30,7 +30,6 @@ export class LeanLoadClient implements LoadClient {
     try {
       const connected = connection.waitFor('"msg":"connected"', timeoutMs);
       const failed = connection.readMessage('{"msg":"failed"', timeoutMs);
-      failed.promise.catch(() => undefined);
       connection.send('{"msg":"connect","version":"1","support":["1","pre2","pre1"]}');
       const outcome = await Promise.race([connected.promise.then(() => undefined), failed.promise]);
       failed.cancel();
@@ -61,7 +60,6 @@ export class LeanLoadClient implements LoadClient {
     const id = `s${++this.subIds}`;
     const ready = this.connection.waitFor(`"subs":["${id}"]`, this.timeoutMs);
     const nosub = this.connection.readMessage(`{"msg":"nosub","id":"${id}"`, this.timeoutMs);
-    nosub.promise.catch(() => undefined);
     this.connection.send(`{"msg":"sub","id":"${id}","name":${JSON.stringify(name)},"params":${JSON.stringify(toJSONValue(params))}}`);
     const refused = await Promise.race([ready.promise.then(() => undefined), nosub.promise]);
     nosub.cancel();

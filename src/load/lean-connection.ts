@@ -128,12 +128,12 @@ export class LeanConnection {
   /** Resolves when `text` appears in what the server sends from now on. Register before sending what causes it. */
   waitFor(text: string, timeoutMs: number): Watch<void> {
     const watch = this.addWaiter(text, false, timeoutMs);
-    return { promise: watch.promise.then(() => undefined), cancel: watch.cancel };
+    return handled({ promise: watch.promise.then(() => undefined), cancel: watch.cancel });
   }
 
   /** Resolves with the message that starts with `prefix` (e.g. `{"msg":"result","id":"7"`), parsed. */
   readMessage(prefix: string, timeoutMs: number): Watch<Record<string, unknown>> {
-    return this.addWaiter(prefix, true, timeoutMs) as Watch<Record<string, unknown>>;
+    return handled(this.addWaiter(prefix, true, timeoutMs) as Watch<Record<string, unknown>>);
   }
 
   close(): void {
@@ -268,8 +268,8 @@ export class LeanConnection {
       this.counters.messagesIn++;
       this.remaining = length;
       // A ping is short; collect it if its payload begins like one (as far as this read shows).
-      const peek = data.subarray(i, i + Math.min(length, PING_PREFIX.length));
-      this.pingFrame = length > 0 && length < 64 && PING_PREFIX.subarray(0, peek.length).equals(peek) ? EMPTY : undefined;
+      // Compared in place: this runs for every message of every broadcast, so it allocates nothing.
+      this.pingFrame = length > 0 && length < 64 && startsLikePing(data, i, Math.min(length, data.length - i)) ? EMPTY : undefined;
     }
   }
 
@@ -290,6 +290,23 @@ export class LeanConnection {
       waiter.reject(error);
     }
   }
+}
+
+/**
+ * A watch may be rejected (its connection closed) while its owner is still busy
+ * sending what it waits for; the owner awaits it later, or cancels it. Without
+ * this, that rejection would be "unhandled" and end the whole generator.
+ */
+function handled<T>(watch: Watch<T>): Watch<T> {
+  watch.promise.catch(() => undefined);
+  return watch;
+}
+
+/** Whether the `available` bytes of `data` at `at` agree with the start of a ping. */
+function startsLikePing(data: Buffer, at: number, available: number): boolean {
+  const n = Math.min(available, PING_PREFIX.length);
+  for (let k = 0; k < n; k++) if (data[at + k] !== PING_PREFIX[k]) return false;
+  return true;
 }
 
 /** End offset of the JSON value at the start of `buffer`, or -1 while it is incomplete. */

@@ -210,6 +210,11 @@ export class PerseidServer implements SessionServer {
     return this.sessions.size;
   }
 
+  /** Client connections open now, counted from the upgrade (before their DDP handshake). */
+  get connectionCount(): number {
+    return this.sockets.size;
+  }
+
   health(): HealthReport {
     return { status: this.draining ? 'draining' : 'ok', sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
   }
