@@ -24,6 +24,10 @@ import type { LoadReport } from '../src/load/report/model.js';
 import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
 import { median } from './stats.js';
 
+type Topology = 'one process' | '1 worker (primary on the load core)' | '2 workers' | '2 servers, clients spread' | '2 servers, one door';
+const ALL_TOPOLOGIES: Topology[] = ['one process', '1 worker (primary on the load core)', '2 workers', '2 servers, clients spread', '2 servers, one door'];
+const isWorkers = (t: Topology | number) => t === '2 workers' || t === '1 worker (primary on the load core)';
+
 const HELP = `S5 scale-out: one process vs two workers vs two balancing servers (S3, S1), and Redis fan-out vs a change source per server.
 
 Usage: s5 [options]
@@ -32,6 +36,9 @@ Usage: s5 [options]
   --s3-seconds <s>    length of each S3 run (default 30)
   --s1-seconds <s>    arrivals of each S1 run (default 40)
   --s1-rate <n>       S1 clients per second, 500 ms think time (default 12)
+  --topologies <list> semicolon-separated, of: one process; 1 worker (primary on the load core);
+                      2 workers; 2 servers, clients spread; 2 servers, one door
+                      (default all; one process always runs, as the reference)
   --servers <list>    server counts of the fan-out series (default 1,2,3)
   --out <file>        JSON results (default bench/results/s5.json)`;
 
@@ -43,6 +50,7 @@ const { values } = parseArgs({
     's1-seconds': { type: 'string', default: '40' },
     's1-rate': { type: 'string', default: '12' },
     servers: { type: 'string', default: '1,2,3' },
+    topologies: { type: 'string' },
     out: { type: 'string', default: join('bench', 'results', 's5.json') },
     help: { type: 'boolean', short: 'h' },
   },
@@ -52,6 +60,14 @@ if (values.help) {
   process.exit(0);
 }
 const parts = values.parts!.split(',');
+const TOPOLOGIES: Topology[] = ['one process'];
+for (const name of values.topologies?.split(';').map((t) => t.trim()) ?? ALL_TOPOLOGIES) {
+  if (!ALL_TOPOLOGIES.includes(name as Topology)) {
+    console.error(`unknown topology ${name}\n\n${HELP}`);
+    process.exit(2);
+  }
+  if (!TOPOLOGIES.includes(name as Topology)) TOPOLOGIES.push(name as Topology);
+}
 for (const part of parts) {
   if (!['s3', 's1', 'fanout'].includes(part)) {
     console.error(`unknown part ${part}\n\n${HELP}`);
@@ -59,8 +75,6 @@ for (const part of parts) {
   }
 }
 
-type Topology = 'one process' | '2 workers' | '2 servers, clients spread' | '2 servers, one door';
-const TOPOLOGIES: Topology[] = ['one process', '2 workers', '2 servers, clients spread', '2 servers, one door'];
 
 interface Deployment {
   urls: string[];
@@ -89,14 +103,17 @@ async function deploy(topology: Topology | number, app: string, env: NodeJS.Proc
   const stop = async () => {
     await Promise.all(children.map((c) => stopProcess(c)));
   };
-  if (topology === 'one process' || topology === '2 workers') {
+  if (topology === 'one process' || isWorkers(topology)) {
     const port = nextPort++;
-    const child = startServer(app, port, { ...env, REDIS_URL: '' }, topology === '2 workers' ? ['--workers', '2'] : []);
+    const workers = topology === '2 workers' ? 2 : 1;
+    const child = startServer(app, port, { ...env, REDIS_URL: '' }, isWorkers(topology) ? ['--workers', String(workers)] : []);
     children.push(child);
     await waitForHttp(port, '/health', 60000);
-    // Workers report in once a second; wait until both have.
+    // Workers report in once a second; wait until all have.
     let back: number[] = [];
-    while (topology === '2 workers' && (back = await workerPids(port)).length < 2) await new Promise((r) => setTimeout(r, 200));
+    while (isWorkers(topology) && (back = await workerPids(port)).length < workers) await new Promise((r) => setTimeout(r, 200));
+    // The worker keeps core 0 to itself, as one process does: what it keeps of one process's throughput is then measured alone.
+    if (topology === '1 worker (primary on the load core)') pinProcess(child.pid!, 1);
     return { urls: [`http://127.0.0.1:${port}`], front: [child.pid!], back, ports: [port], stop };
   }
   const count = typeof topology === 'number' ? topology : 2;
@@ -225,16 +242,16 @@ try {
       const cpuPerOp = m((o) => total(o) / (scenario.rate(o.report) * o.report.seconds));
       const cpuPerConnection = m((o) => (1000 * total(o)) / connections(o));
       // The processes that serve sessions: the workers (not their primary), or every server.
-      const serving = (o: Outcome) => (topology === '2 workers' ? o.backCpu : total(o));
+      const serving = (o: Outcome) => (isWorkers(topology) ? o.backCpu : total(o));
       const servingCpuPerOp = m((o) => serving(o) / (scenario.rate(o.report) * o.report.seconds));
       return { topology, rate, p99, errors, cpu: m(total), cpuPerOp, servingCpuPerOp, cpuPerConnection, primaryPerConnection: m((o) => (1000 * o.frontCpu) / connections(o)) };
     });
     const one = rows[0]!;
-    const spread = rows.find((r) => r.topology === '2 servers, clients spread')!;
+    const spread = rows.find((r) => r.topology === '2 servers, clients spread');
     // What balancing costs per connection: the primary's whole CPU (it serves no session), or
     // what passing connections on through one server adds over clients spread by themselves.
     const balancing = (r: (typeof rows)[number]) =>
-      r.topology === '2 workers' ? fmt(r.primaryPerConnection, 2) : r.topology === '2 servers, one door' ? fmt(r.cpuPerConnection - spread.cpuPerConnection, 2) : '-';
+      isWorkers(r.topology) ? fmt(r.primaryPerConnection, 2) : r.topology === '2 servers, one door' && spread ? fmt(r.cpuPerConnection - spread.cpuPerConnection, 2) : '-';
     tables.push(
       [
         `S5 with ${scenario.part.toUpperCase()} (${scenario.load.join(' ')}), every server process on one core`,
