@@ -1,9 +1,10 @@
 /**
  * Where a new client should go: the least loaded live server. A client stays
  * here unless another server is clearly less loaded (by `margin`), so that
- * equals do not bounce clients between them; clients sent to a server since it
- * last announced its load count as load, so a burst spreads instead of all
- * landing on the server that looked idlest.
+ * equals do not bounce clients between them. This server's own connections are
+ * counted live; clients sent to another server since it last announced its load
+ * count as its load, so a burst spreads instead of all landing on the server
+ * that looked idlest.
  */
 import type { Discovery, ServerEntry } from './discovery.js';
 import { loadScore } from './load-monitor.js';
