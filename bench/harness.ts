@@ -1,5 +1,8 @@
 /** What every benchmark runner does: pin processes to cores, wait for servers, stop them, report the run. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { LoadReport } from '../src/load/report/model.js';
 
 export const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
 
@@ -76,3 +79,10 @@ export function describeRun(title: string, script: string): { commit: string; co
 }
 
 export const fmt = (n: number, digits = 1): string => (Number.isFinite(n) ? n.toFixed(digits) : '-');
+
+/** The generator's JSON report, its command naming the run's temporary directory as `<tmp>` (results are committed). */
+export function readReport(file: string): LoadReport {
+  const report = JSON.parse(readFileSync(file, 'utf8')) as LoadReport;
+  report.command = report.command.split(dirname(file)).join('<tmp>');
+  return report;
+}

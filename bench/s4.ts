@@ -9,8 +9,8 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
-import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { ProcessSampler } from '../src/load/process-sampler.js';
 import type { LoadReport } from '../src/load/report/model.js';
@@ -93,7 +93,7 @@ async function runMode(mode: (typeof modes)[number], port: number): Promise<Outc
           '--server-pid', String(server.pid), '--json', join(dir, 'report.json'),
         ]),
       );
-      const load = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as LoadReport;
+      const load = readReport(join(dir, 'report.json'));
       const seconds = (Date.now() - t0) / 1000;
       const after = await serverStats(port);
       return {

@@ -14,14 +14,14 @@
  * Usage: node dist/bench/s5.js [--parts s3,s1,fanout] [--runs 3]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
 import { cpuSeconds } from '../src/load/process-sampler.js';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, pinProcess, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
 import { median } from './stats.js';
 
 type Topology = 'one process' | '1 worker (primary on the load core)' | '2 workers' | '2 servers, clients spread' | '2 servers, one door';
@@ -161,7 +161,7 @@ async function measure(part: string, topology: string, run: number, deployment: 
       part,
       topology,
       run,
-      report: JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as LoadReport,
+      report: readReport(join(dir, 'report.json')),
       frontCpu: cpu.slice(0, frontCount).reduce((a, b) => a + b, 0),
       backCpu: cpu.slice(frontCount).reduce((a, b) => a + b, 0),
       databaseCpu: cpuSeconds(db.pid) - db0,

@@ -7,12 +7,12 @@
  * Usage: node dist/bench/suite.js [--cases s1-think,s1,s2,s3-20kb,s3-200kb,s3-200kb-live] [--runs 3] [--ladder 32,48,64]
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
 import { median } from './stats.js';
 
 interface Case {
@@ -99,7 +99,7 @@ async function runCase(caseName: string, spec: Case, target: string, port: numbe
     }
     await runGenerator(onCore(1, ['dist/src/cli/main.js', 'load', spec.scenario, '--url', `http://127.0.0.1:${port}`, ...loadArgs, '--server-pid', String(server.pid), '--json', jsonFile]));
     const stats = await serverStats(port);
-    return { caseName, target, report: JSON.parse(readFileSync(jsonFile, 'utf8')) as LoadReport, messagesSent: stats.perseid_messages_sent_total ?? NaN };
+    return { caseName, target, report: readReport(jsonFile), messagesSent: stats.perseid_messages_sent_total ?? NaN };
   } finally {
     keeper?.kill('SIGTERM');
     await stopProcess(server);
