@@ -18,8 +18,8 @@ import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import { ChangeForwarder } from './change-forwarder.js';
 import type { ConnectionRouter } from './connection-router.js';
 import type { LoadFigures } from './load-monitor.js';
-import { BALANCED_HEADER } from './membership.js';
-import { proxyRequest, proxyUpgrade } from '../transport/proxy.js';
+import { proxyRequest } from '../transport/proxy.js';
+import { FrontDoor } from './front-door.js';
 import { WorkerPool, type WorkerHandle } from './worker-pool.js';
 
 export interface PrimaryOptions {
@@ -40,10 +40,10 @@ export class Primary {
   private readonly forwarder: ChangeForwarder | undefined;
   private routes: HttpRoutes;
   private draining = false;
-  private router: ConnectionRouter | undefined;
-  private readonly drainHooks: Array<() => Promise<void>> = [];
+  private readonly door: FrontDoor;
 
   constructor(private readonly options: PrimaryOptions) {
+    this.door = new FrontDoor(options.log);
     this.forwarder = options.feed ? new ChangeForwarder(options.feed.changes) : undefined;
     const links = new Map<WorkerHandle, { send: WorkerHandle['send'] }>();
     const link = (worker: WorkerHandle) => {
@@ -71,26 +71,18 @@ export class Primary {
     this.routes = new HttpRoutes(undefined, () => this.health());
     metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
     this.httpServer = createServer((req, res) => this.request(req, res));
-    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
-      const target = this.router?.upgradeTarget(req);
-      if (!target) return this.handOff(req, socket as Socket, head);
-      proxyUpgrade(req, socket, head, target, { [BALANCED_HEADER]: '1' }, (error) => {
-        options.log.warn('could not pass a connection on; serving it here', { to: `${target.host}:${target.port}`, error: error.message });
-        target.unreachable();
-        this.handOff(req, socket as Socket, head);
-      });
-    });
+    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
   }
 
   /** Lets `router` (a cluster's balancer) send new clients to other servers. */
   routeConnections(router: ConnectionRouter): this {
-    this.router = router;
+    this.door.route(router);
     return this;
   }
 
   /** Runs `hook` first when the primary drains (leaving a cluster's registry, say). */
   onDrain(hook: () => Promise<void>): this {
-    this.drainHooks.push(hook);
+    this.door.onDrain(hook);
     return this;
   }
 
@@ -131,7 +123,7 @@ export class Primary {
   /** Stops taking connections and has the workers close theirs gradually over `windowMs`. */
   async drain(windowMs: number): Promise<void> {
     this.draining = true;
-    for (const hook of this.drainHooks) await hook().catch((error: Error) => this.options.log.warn('drain step failed', { error: error.message }));
+    await this.door.drainFirst();
     this.httpServer.close();
     this.pool.broadcast({ type: 'drain', windowMs });
     await this.pool.stop(windowMs + 5000);
@@ -158,7 +150,7 @@ export class Primary {
   private request(req: IncomingMessage, res: ServerResponse): void {
     const path = pathOf(req.url);
     if (path === '/sockjs/info') {
-      answerSockjsInfo(req, res, this.router?.sockjsBaseUrl());
+      answerSockjsInfo(req, res, this.door.sockjsBaseUrl());
       return;
     }
     if (path.startsWith('/sockjs/')) {

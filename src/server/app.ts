@@ -7,10 +7,9 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createLogger, type Logger } from '../log.js';
 import type { ConnectionRouter } from '../cluster/connection-router.js';
-import { BALANCED_HEADER } from '../cluster/membership.js';
+import { FrontDoor } from '../cluster/front-door.js';
 import { TransportEndpoint } from '../transport/endpoint.js';
 import { pathOf } from '../transport/paths.js';
-import { proxyUpgrade } from '../transport/proxy.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import type { DdpSocket } from '../transport/socket.js';
@@ -59,11 +58,11 @@ export class PerseidServer implements SessionServer {
   private routes: HttpRoutes;
   private readonly startedAt = Date.now();
   private draining = false;
-  private router: ConnectionRouter | undefined;
-  private readonly drainHooks: Array<() => Promise<void>> = [];
+  private readonly door: FrontDoor;
 
   constructor(options: ServerOptions = {}) {
     this.log = options.logger ?? createLogger('server');
+    this.door = new FrontDoor(this.log);
     const maxMessageSize = options.maxMessageSize ?? 1024 * 1024;
     this.settings = {
       heartbeatInterval: options.heartbeatInterval ?? 15000,
@@ -89,18 +88,10 @@ export class PerseidServer implements SessionServer {
     this.routes = new HttpRoutes(options.publicDir, () => this.health());
     this.httpServer = createHttpServer((req, res) => {
       res.setHeader('server', 'perseid');
-      if (this.router && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.router.sockjsBaseUrl());
+      if (this.door.routing && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.door.sockjsBaseUrl());
       else if (!this.transport.handleRequest(req, res)) this.routes.handle(req, res);
     });
-    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
-      const target = this.router?.upgradeTarget(req);
-      if (!target) return this.serveUpgrade(req, socket, head);
-      proxyUpgrade(req, socket, head, target, { [BALANCED_HEADER]: '1' }, (error) => {
-        this.log.warn('could not pass a connection on; serving it here', { to: `${target.host}:${target.port}`, error: error.message });
-        target.unreachable();
-        this.serveUpgrade(req, socket, head);
-      });
-    });
+    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.serveUpgrade(req, socket, head)));
     this.httpServer.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();
@@ -109,13 +100,13 @@ export class PerseidServer implements SessionServer {
 
   /** Lets `router` (a cluster's balancer) send new clients to other servers. */
   routeConnections(router: ConnectionRouter): this {
-    this.router = router;
+    this.door.route(router);
     return this;
   }
 
   /** Runs `hook` first when the server drains (leaving a cluster's registry, say). */
   onDrain(hook: () => Promise<void>): this {
-    this.drainHooks.push(hook);
+    this.door.onDrain(hook);
     return this;
   }
 
@@ -183,7 +174,7 @@ export class PerseidServer implements SessionServer {
    */
   async drain(windowMs: number): Promise<void> {
     this.draining = true;
-    for (const hook of this.drainHooks) await hook().catch((error: Error) => this.log.warn('drain step failed', { error: error.message }));
+    await this.door.drainFirst();
     this.httpServer.close();
     const sockets = [...this.sockets];
     this.log.info('draining', { connections: sockets.length, windowMs });
