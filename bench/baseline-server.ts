@@ -64,6 +64,8 @@ class Client implements Flushable {
   flush(batches: BatchCache): void {
     const messages = this.pending;
     this.pending = [];
+    // Nothing may follow the close frame `ws` sent in answer to the client's.
+    if (this.ws.readyState !== this.ws.OPEN) return;
     const frame = (m: EncodedMessage) => frameFor(m, 'plain', undefined);
     this.socket.write(messages.length === 1 ? frame(messages[0]!) : batches.join(messages, 'plain', frame));
   }

@@ -103,7 +103,8 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
       const candidate = await connect();
       if ((await candidate.call<Who>('whoami')).worker !== whoA.worker) b = candidate;
     }
-    assert.ok(b, 'ten connections in a row went to the same worker');
+    const stats = async () => JSON.stringify(((await (await fetch(`${primary.url}/perseid/stats`)).json()) as { workers: unknown }).workers);
+    assert.ok(b, `ten connections in a row went to the same worker; the primary's view: ${await stats()}`);
     const sub = a.subscribe('items');
     await sub.ready();
     const id = await b.call<string>('addItem', 1, 'from the other worker');

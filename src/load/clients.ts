@@ -36,7 +36,7 @@ export class LeanLoadClient implements LoadClient {
       if (outcome) throw new Error(`the server wants DDP version ${String(outcome.version)}`);
       return new LeanLoadClient(connection, timeoutMs);
     } catch (error) {
-      connection.close();
+      void connection.close();
       throw error;
     }
   }
@@ -95,8 +95,8 @@ export class LeanLoadClient implements LoadClient {
     throw new Error(`The lean client keeps no documents (collection ${name}); use the full client ("client": "full" in the scenario's options)`);
   }
 
-  close(): void {
-    this.connection.close();
+  close(): Promise<void> {
+    return this.connection.close();
   }
 }
 
@@ -158,8 +158,10 @@ export class FullLoadClient implements LoadClient {
     return this.client.collection<T>(name);
   }
 
-  close(): void {
+  /** The full client stops listening at once: messages still in flight are not counted. */
+  close(): Promise<void> {
     this.client.disconnect();
+    return Promise.resolve();
   }
 }
 

@@ -36,6 +36,10 @@ interface Waiter {
 
 const PING_PREFIX = Buffer.from('{"msg":"ping"');
 const EMPTY: Buffer = Buffer.alloc(0);
+/** A masked close frame with status 1000 (zero mask key, like every frame sent). */
+const CLOSE_FRAME = Buffer.from([0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8]);
+/** How long a close waits for the server's answering close frame. */
+const CLOSE_WAIT_MS = 2000;
 /** Bytes of the last read kept so that a needle split between two reads is still found (needles are short). */
 const OVERLAP = 256;
 
@@ -50,6 +54,8 @@ export class LeanConnection {
   private partialHeader: Buffer = EMPTY;
   private pingFrame: Buffer | undefined;
   private closedError: Error | undefined;
+  private closing: Promise<void> | undefined;
+  private closeSent = false;
 
   private constructor(
     private readonly socket: Socket,
@@ -136,10 +142,30 @@ export class LeanConnection {
     return handled(this.addWaiter(prefix, true, timeoutMs) as Watch<Record<string, unknown>>);
   }
 
-  close(): void {
+  /**
+   * Closes with the WebSocket closing handshake: what the server sent before it
+   * read our close frame still arrives and is counted. Resolves when the
+   * connection is closed (after CLOSE_WAIT_MS at most).
+   */
+  close(): Promise<void> {
     this.closedError ??= new Error('closed');
-    this.socket.destroy();
     this.failAll(this.closedError);
+    this.closing ??= new Promise((resolve) => {
+      if (this.socket.destroyed) return resolve();
+      const timer = setTimeout(() => this.socket.destroy(), CLOSE_WAIT_MS);
+      this.socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.sendClose();
+    });
+    return this.closing;
+  }
+
+  private sendClose(): void {
+    if (this.closeSent || !this.socket.writable) return;
+    this.closeSent = true;
+    this.socket.write(CLOSE_FRAME);
   }
 
   private addWaiter(text: string, read: boolean, timeoutMs: number): Watch<Record<string, unknown> | undefined> {
@@ -264,8 +290,12 @@ export class LeanConnection {
         return;
       }
       const length = short === 126 ? data.readUInt16BE(i + 2) : short === 127 ? Number(data.readBigUInt64BE(i + 2)) : short;
+      const opcode = data[i]! & 0x0f;
       i += headerLength;
-      this.counters.messagesIn++;
+      // Text and binary frames are messages; control frames are not (servers do not fragment DDP messages).
+      if (opcode === 0x1 || opcode === 0x2) this.counters.messagesIn++;
+      // The server closes: answer its close frame so it need not wait for a timeout.
+      else if (opcode === 0x8) this.sendClose();
       this.remaining = length;
       // A ping is short; collect it if its payload begins like one (as far as this read shows).
       // Compared in place: this runs for every message of every broadcast, so it allocates nothing.

@@ -34,7 +34,8 @@ export interface LoadClient {
   seededInsert(collection: string): { randomSeed: string; id: string };
   /** The documents the subscriptions delivered (full client only). */
   collection<T extends Document = Document>(name: string): ClientCollection<T>;
-  close(): void;
+  /** Closes; resolves once the connection is closed, so every message the server sent before it is counted. */
+  close(): Promise<void>;
 }
 
 export interface ClientCounters {

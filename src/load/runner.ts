@@ -91,6 +91,7 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
   const counts = new Map<string, number>();
   const traffic: ClientCounters = { messagesIn: 0, bytesIn: 0, messagesOut: 0, bytesOut: 0 };
   const clients = new Set<LoadClient>();
+  const closing = new Set<Promise<void>>();
   const users = { planned, started: 0, completed: 0, failed: 0, aborted: 0, maxActive: 0 };
   const arrivalsEnd = fixed ? (options.duration ?? 60) * 1000 : (arrivals.at(-1) ?? 0);
   const hardDeadline = t0 + arrivalsEnd + options.graceSeconds * 1000;
@@ -148,7 +149,8 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
     } finally {
       if (client) {
         clients.delete(client);
-        client.close();
+        const closed = client.close().finally(() => closing.delete(closed));
+        closing.add(closed);
       }
     }
   };
@@ -191,7 +193,7 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
     // Bounded in time: whoever is still running is stopped.
     stopping = true;
     for (const stop of stopTimers) stop();
-    for (const client of clients) client.close();
+    for (const client of clients) void client.close();
   }, hardDeadline - performance.now());
   try {
     if (fixed) {
@@ -208,6 +210,8 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
       }
     }
     await Promise.all(running);
+    // Messages still arriving at closing users count as traffic of this run.
+    await Promise.all(closing);
   } finally {
     clearTimeout(deadline);
     clearInterval(progress);

@@ -84,6 +84,8 @@ export class WebSocketConnection implements DdpSocket, Flushable {
     const messages = this.pending;
     if (messages.length === 0 || this.closed) return;
     this.pending = [];
+    // The peer's close frame has arrived and `ws` has answered it: nothing may follow a close frame.
+    if (this.ws.readyState !== this.ws.OPEN) return;
     const { variant, compression } = this.options;
     const bytes =
       messages.length === 1
