@@ -2,11 +2,12 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 
 const RESOLUTION_MS = 20;
-const CPU_SMOOTHING_MS = 2000;
+/** CPU and lag are averaged over about this long whatever the sampling interval, so one busy moment (a GC pause, a burst) does not look like a busy server. */
+const SMOOTHING_MS = 2000;
 
 export interface LoadFigures {
   sessions: number;
-  /** Event-loop delay (p99 of the last window), milliseconds. */
+  /** Event-loop delay beyond the timer's resolution (p99 of each window, averaged), milliseconds. */
   lagMs: number;
   /** CPU time used, percent of one core, averaged over the last few seconds. */
   cpuPercent: number;
@@ -17,6 +18,7 @@ export class LoadMonitor {
   private cpu = process.cpuUsage();
   private at = performance.now();
   private cpuPercent: number | undefined;
+  private lagMs: number | undefined;
 
   constructor(private readonly sessions: () => number) {
     this.delay = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
@@ -32,14 +34,14 @@ export class LoadMonitor {
     const used = process.cpuUsage(this.cpu);
     const elapsed = now - this.at;
     if (elapsed > 0) {
-      const cpuPercent = ((used.user + used.system) / 1000 / elapsed) * 100;
-      // Averaged over about CPU_SMOOTHING_MS whatever the sampling interval, so one busy moment does not look like a busy server.
-      const weight = 1 - Math.exp(-elapsed / CPU_SMOOTHING_MS);
-      this.cpuPercent = this.cpuPercent === undefined ? cpuPercent : this.cpuPercent + weight * (cpuPercent - this.cpuPercent);
+      const weight = 1 - Math.exp(-elapsed / SMOOTHING_MS);
+      const smooth = (average: number | undefined, sample: number) => (average === undefined ? sample : average + weight * (sample - average));
+      this.cpuPercent = smooth(this.cpuPercent, ((used.user + used.system) / 1000 / elapsed) * 100);
+      this.lagMs = smooth(this.lagMs, lagMs);
     }
     this.cpu = process.cpuUsage();
     this.at = now;
-    return { sessions: this.sessions(), lagMs: Math.round(lagMs * 10) / 10, cpuPercent: Math.round(this.cpuPercent ?? 0) };
+    return { sessions: this.sessions(), lagMs: Math.round((this.lagMs ?? 0) * 10) / 10, cpuPercent: Math.round(this.cpuPercent ?? 0) };
   }
 
   stop(): void {
