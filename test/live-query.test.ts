@@ -191,6 +191,8 @@ describe('live queries', () => {
       [{ tags: 'b' }, { sort: { n: 1 }, limit: 3, fields: { tags: 1 } }],
       [{ $or: [{ n: { $lt: 5 } }, { color: 'green' }] }, {}],
       [{}, { limit: 3 }],
+      [{}, { sort: { n: -1, _id: 1 }, skip: 5, limit: 10 }],
+      [{ n: { $gte: 3 } }, { sort: { n: 1, _id: -1 }, skip: 1, limit: 1 }],
     ];
     const watchers = await Promise.all(shapes.map(([s, o]) => watch(items.find(s, o))));
     const colors = ['red', 'blue', 'green', undefined];
@@ -208,7 +210,7 @@ describe('live queries', () => {
       } else {
         await items.removeAsync(id);
       }
-      if (step % 50 === 49) {
+      if (step % 25 === 24) {
         await settle(database, items.name);
         for (const [i, [s, o]] of shapes.entries()) {
           assert.deepEqual(watchers[i]!.docs, await expected(items, s, o), `shape ${i} after step ${step}`);

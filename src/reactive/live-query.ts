@@ -438,8 +438,9 @@ export class LiveQuery {
       this.ordered.splice(this.ordered.indexOf(old), 1);
       this.inOrdered.delete(key);
     }
+    let at = -1;
     if (doc) {
-      const at = this.insertionIndex(doc);
+      at = this.insertionIndex(doc);
       // Past the end of an incomplete buffer it might not be among the first matches: leave it to a refill.
       if (at < this.ordered.length || this.complete) {
         const fields = this.fieldsOf(doc);
@@ -452,6 +453,7 @@ export class LiveQuery {
         this.ordered.splice(at, 0, entry);
         this.inOrdered.set(key, entry);
       } else {
+        at = -1;
         this.complete = false;
       }
     }
@@ -460,27 +462,38 @@ export class LiveQuery {
       for (const dropped of this.ordered.splice(capacity)) this.inOrdered.delete(dropped.key);
       this.complete = false;
     }
-    this.publishWindow(key, before);
+    this.publishWindow(key, at, before);
     const needed = (this.spec.skip ?? 0) + (this.spec.limit ?? Infinity);
     if (!this.complete && this.ordered.length < needed) this.scheduleRequery();
   }
 
-  /** Brings `published` in line with the window's slice; `changedKey` is the one document whose fields may differ. */
-  private publishWindow(changedKey?: string, before?: Fields): void {
+  /**
+   * Brings `published` in line with the window's slice after one document
+   * (`changedKey`, now at `at` in `ordered`, or -1 if it left) was taken out
+   * and put back. Every other entry moved by at most one place, so only the
+   * entries next to the slice's edges can have crossed one: the work does not
+   * grow with the limit.
+   */
+  private publishWindow(changedKey: string, at: number, before: Fields | undefined): void {
     const skip = this.spec.skip ?? 0;
     const end = this.spec.limit ? skip + this.spec.limit : this.ordered.length;
-    const visible = this.ordered.slice(skip, end);
-    const keep = new Set<string>();
-    for (const entry of visible) keep.add(entry.key);
-    for (const entry of [...this.published.values()]) {
-      if (!keep.has(entry.key)) this.remove(entry.key === changedKey && before ? new ResultEntry(entry.id, entry.key, before) : entry);
+    const visible = (index: number) => index >= skip && index < end;
+    const candidates: Array<[entry: ResultEntry, index: number]> = [];
+    for (const index of new Set([skip - 1, skip, end - 1, end])) {
+      const entry = this.ordered[index];
+      if (entry && entry.key !== changedKey) candidates.push([entry, index]);
     }
-    for (const entry of visible) {
-      if (!this.published.has(entry.key)) this.add(entry);
-      else if (entry.key === changedKey && before) {
-        const change = DocChange.changed(this.collection, entry.key, before, entry.fields);
-        if (change) this.emit(change);
-      }
+    const published = this.published.get(changedKey);
+    if (published && !visible(at)) this.remove(before ? new ResultEntry(published.id, changedKey, before) : published);
+    for (const [entry, index] of candidates) if (!visible(index) && this.published.has(entry.key)) this.remove(entry);
+    for (const [entry, index] of candidates) if (visible(index) && !this.published.has(entry.key)) this.add(entry);
+    if (!visible(at)) return;
+    const entry = this.ordered[at]!;
+    if (!published) this.add(entry);
+    else if (before) {
+      this.published.set(changedKey, entry);
+      const change = DocChange.changed(this.collection, changedKey, before, entry.fields);
+      if (change) this.emit(change);
     }
   }
 
