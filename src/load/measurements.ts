@@ -100,6 +100,16 @@ export class Measurements {
     return out;
   }
 
+  /** The measure recorded most often apart from connecting: what the progress line follows. Cheap (no percentiles). */
+  busiest(): string {
+    let best = 'connect';
+    let most = 0;
+    for (const [name, h] of this.overall) {
+      if (name !== 'connect' && h.totalCount > most) [best, most] = [name, h.totalCount];
+    }
+    return best;
+  }
+
   /** The latest value of a measure's p99 over the last second that has it (for the progress line). */
   recentP99(name: string): number {
     for (let i = this.seconds.length - 1; i >= Math.max(0, this.seconds.length - 3); i--) {

@@ -178,8 +178,7 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
     measurements.active(active);
     const seconds = (performance.now() - t0) / 1000;
     const errors = [...measurements.errors.values()].reduce((a, b) => a + b, 0);
-    const summaries = measurements.summaries();
-    const main = Object.keys(summaries).find((n) => n !== 'connect') ?? 'connect';
+    const main = measurements.busiest();
     const p99 = measurements.recentP99(main);
     options.onProgress?.(
       `${seconds.toFixed(0).padStart(4)}s  users ${users.started}/${planned}  active ${active}  done ${users.completed}  errors ${errors}` +
