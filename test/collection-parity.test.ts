@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Collection } from '../src/data/collection.js';
-import type { Database } from '../src/data/database.js';
+import { Collection } from '../src/collections/collection.js';
+import type { Database } from '../src/collections/database.js';
 import { EJSON, addType, type EJSONCustomType } from '../src/ddp/ejson.js';
 import { ObjectID } from '../src/ddp/object-id.js';
 import { embeddedTarget, mongoTargets, type DatabaseTarget, type ServerName } from './databases.js';

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { constants, inflateRawSync } from 'node:zlib';
-import type { Collection } from '../src/data/collection.js';
+import type { Collection } from '../src/collections/collection.js';
 import { startServer, type TestServer } from './helpers.js';
 
 interface Frame {

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serviceUrl } from '../scripts/services/control.js';
-import { openDatabase, type Database } from '../src/data/database.js';
+import { openDatabase, type Database } from '../src/collections/database.js';
 import type { ChangeSourceChoice } from '../src/data/mongo/store.js';
 import { Random } from '../src/ddp/random.js';
 

@@ -11,7 +11,7 @@ import type { Document, QuerySpec } from '../src/data/types.js';
 import { EJSON } from '../src/ddp/ejson.js';
 import { ObjectID } from '../src/ddp/object-id.js';
 import { setLogSink } from '../src/log.js';
-import type { ChangeEvent, DocumentChange } from '../src/reactive/change-source.js';
+import type { ChangeEvent, DocumentChange } from '../src/data/change-source.js';
 
 const logLines: string[] = [];
 before(() => setLogSink((line) => logLines.push(line)));

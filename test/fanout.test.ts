@@ -5,15 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InProcessBus } from '../src/fanout/bus.js';
+import { MemoryBus } from '../src/fanout/bus-memory.js';
 import { createLogger, setLogSink } from '../src/log.js';
 import { ChangeHub } from '../src/data/mongo/change-hub.js';
 import { FanoutFeeder } from '../src/data/mongo/fanout-feeder.js';
-import type { ChangeEvent } from '../src/reactive/change-source.js';
+import type { ChangeEvent } from '../src/data/change-source.js';
 
 const log = createLogger('fanout-test');
 
-function server(bus: InProcessBus, id: string): { hub: ChangeHub; feeder: FanoutFeeder; seen: ChangeEvent[] } {
+function server(bus: MemoryBus, id: string): { hub: ChangeHub; feeder: FanoutFeeder; seen: ChangeEvent[] } {
   const hub = new ChangeHub(id, { maxWaitMs: 1000, log });
   const feeder = new FanoutFeeder(hub, bus, 'app', id, log);
   const seen: ChangeEvent[] = [];
@@ -25,7 +25,7 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 10));
 
 describe('fan-out feeder (in-process bus)', () => {
   it('applies a server\'s own write once, and every other server\'s once', async () => {
-    const bus = new InProcessBus();
+    const bus = new MemoryBus();
     const a = server(bus, 'a');
     const b = server(bus, 'b');
     await settle();
@@ -38,7 +38,7 @@ describe('fan-out feeder (in-process bus)', () => {
   });
 
   it('delivers relayed changes to every server, the relay included', async () => {
-    const bus = new InProcessBus();
+    const bus = new MemoryBus();
     const a = server(bus, 'a');
     const b = server(bus, 'b');
     await settle();
@@ -49,7 +49,7 @@ describe('fan-out feeder (in-process bus)', () => {
   });
 
   it('ignores messages it cannot read, and keeps working', async () => {
-    const bus = new InProcessBus();
+    const bus = new MemoryBus();
     const a = server(bus, 'a');
     const b = server(bus, 'b');
     await settle();

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
-import { Collection } from '../src/data/collection.js';
-import { openDatabase, setDefaultDatabase, type Database } from '../src/data/database.js';
+import { Collection } from '../src/collections/collection.js';
+import { openDatabase, setDefaultDatabase, type Database } from '../src/collections/database.js';
 import { setLogLevel } from '../src/log.js';
 import { createServer, type PerseidServer, type ServerOptions } from '../src/server/app.js';
 

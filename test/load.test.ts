@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
 import pubCycleApp from '../bench/apps/pub-cycle.js';
 import tasksApp from '../examples/tasks/app.js';
-import { setDefaultDatabase } from '../src/data/database.js';
+import { setDefaultDatabase } from '../src/collections/database.js';
 import { Measurements } from '../src/load/measurements.js';
 import { compareReports } from '../src/load/report/compare.js';
 import { htmlReport } from '../src/load/report/html.js';

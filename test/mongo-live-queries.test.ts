@@ -8,11 +8,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { MongoClient } from 'mongodb';
 import { startService, type RunningService } from '../scripts/services/control.js';
-import { Collection } from '../src/data/collection.js';
-import type { Database } from '../src/data/database.js';
+import { Collection } from '../src/collections/collection.js';
+import type { Database } from '../src/collections/database.js';
 import type { Document, FindOptions } from '../src/data/types.js';
 import { EJSON } from '../src/ddp/ejson.js';
-import { liveQueryMetrics } from '../src/metrics/live-queries.js';
+import { dataMetrics } from '../src/data/data-metrics.js';
+import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
 import { createServer } from '../src/server/app.js';
 import { mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { RawPeer } from './helpers.js';
@@ -146,10 +147,10 @@ function liveSuite(target: DatabaseTarget): void {
       const seen = await mirror(c, {});
       await c.insertAsync({ _id: 'warm', n: 0 });
       await converges(c, seen.docs);
-      const reads = liveQueryMetrics.databaseReads.get();
+      const reads = dataMetrics.databaseReads.get();
       for (let i = 0; i < 10; i++) await c.insertAsync({ _id: `r${i}`, n: i });
       for (let i = 0; i < 10; i++) await c.removeAsync(`r${i}`);
-      const during = liveQueryMetrics.databaseReads.get() - reads;
+      const during = dataMetrics.databaseReads.get() - reads;
       await converges(c, seen.docs);
       assert.equal(during, 0, `documents read while inserting and removing: ${during}`);
       seen.stop();
@@ -236,7 +237,7 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
   after(() => instance?.stop());
 
   it('answers methods with a clear 503 while it is down, and works again when it is back', async () => {
-    const { openDatabase } = await import('../src/data/database.js');
+    const { openDatabase } = await import('../src/collections/database.js');
     const database = await openDatabase({ mongoUrl: `${instance.url}gone`, changeSource: 'change-stream', serverSelectionTimeoutMs: 1000 });
     const c = new Collection('gone', { database });
     const server = createServer();

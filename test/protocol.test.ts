@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DDPError } from '../src/ddp/errors.js';
 import { RandomStream, collectionIdSequence } from '../src/ddp/random.js';
-import type { Collection } from '../src/data/collection.js';
+import type { Collection } from '../src/collections/collection.js';
 import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
 
 describe('handshake', () => {

@@ -6,13 +6,16 @@
  */
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
-import { MongoDiscoveryStore, RedisDiscoveryStore, type DiscoveryStore } from '../cluster/discovery.js';
+import type { DiscoveryStore } from '../cluster/discovery-store.js';
+import { MongoDiscoveryStore } from '../cluster/discovery-store-mongo.js';
+import { RedisDiscoveryStore } from '../cluster/discovery-store-redis.js';
 import type { LoadFigures } from '../cluster/load-monitor.js';
 import { ClusterMembership } from '../cluster/membership.js';
-import type { ConnectionRouter } from '../cluster/connection-router.js';
+import type { ConnectionRouter } from '../server/connection-router.js';
 import type { MongoStoreOptions } from '../data/mongo/store.js';
-import { RedisLease, RedisWatchedCollections } from '../fanout/redis-coordination.js';
-import { RedisBus } from '../fanout/redis-bus.js';
+import { RedisLease } from '../coordination/lease-redis.js';
+import { RedisWatchedCollections } from '../fanout/watched-collections-redis.js';
+import { RedisBus } from '../fanout/bus-redis.js';
 import { redactedUrl, type Logger } from '../log.js';
 import { integerOption, UsageError, type OptionSpec, type Parsed } from './args.js';
 
@@ -131,7 +134,7 @@ export async function openFanout(config: ScaleOut, id: string, log: Logger): Pro
   await bus.ready().finally(() => clearTimeout(waiting));
   const prefix = keyPrefix(config.mongoUrl!);
   const relay = config.relay
-    ? { lease: new RedisLease(bus.commands, `${prefix}relay`, id, 10000), watched: new RedisWatchedCollections(bus.commands, `${prefix}watched`, 10000) }
+    ? { lease: new RedisLease(bus.commands, { name: 'relay', holder: id, ttlMs: 10000 }, prefix), watched: new RedisWatchedCollections(bus.commands, `${prefix}watched`, 10000) }
     : undefined;
   return { bus, store: { bus, serverId: id, relay } };
 }

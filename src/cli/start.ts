@@ -6,7 +6,7 @@ import { Primary } from '../cluster/primary.js';
 import { LoadMonitor } from '../cluster/load-monitor.js';
 import { processId } from '../cluster/membership.js';
 import { isWorker, primaryFeedLink, serveAsWorker } from '../cluster/worker.js';
-import { openDatabase, setDefaultDatabase, type Database } from '../data/database.js';
+import { openDatabase, setDefaultDatabase, type Database } from '../collections/database.js';
 import { openMongoStore, type ChangeSourceChoice } from '../data/mongo/store.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
 import { createServer, DEFAULT_COMPRESSION, type PerseidServer } from '../server/app.js';

@@ -6,7 +6,8 @@
  * count as its load, so a burst spreads instead of all landing on the server
  * that looked idlest.
  */
-import type { Discovery, ServerEntry } from './discovery.js';
+import type { Discovery } from './discovery.js';
+import type { ServerEntry } from './discovery-store.js';
 import { loadScore } from './load-monitor.js';
 
 /** How much less loaded another server must be to get the client: its score × ratio + slack below ours. */

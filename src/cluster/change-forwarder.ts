@@ -4,7 +4,7 @@
  * workers that watch it (serialised once for all of them).
  */
 import { stringify } from '../ddp/ejson.js';
-import type { ChangeEvent, ChangeSource } from '../reactive/change-source.js';
+import type { ChangeEvent, ChangeSource } from '../data/change-source.js';
 import type { PrimaryToWorker } from './ipc-messages.js';
 
 export interface WorkerLink {

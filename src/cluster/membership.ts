@@ -13,12 +13,10 @@ import type { Logger } from '../log.js';
 import { metrics } from '../metrics/registry.js';
 import { isRawWebSocketPath, pathOf } from '../transport/paths.js';
 import { Balancer, PASS_ON_MARGIN, PIN_MARGIN } from './balancer.js';
-import type { ConnectionRouter, RoutedTarget } from './connection-router.js';
-import { Discovery, type DiscoveryStore, type ServerEntry } from './discovery.js';
+import { BALANCED_HEADER, type ConnectionRouter, type RoutedTarget } from '../server/connection-router.js';
+import { Discovery } from './discovery.js';
+import type { DiscoveryStore, ServerEntry } from './discovery-store.js';
 import type { LoadFigures } from './load-monitor.js';
-
-/** Marks a connection a balancer passed on, so the server receiving it serves it rather than balancing again. */
-export const BALANCED_HEADER = 'x-perseid-balanced';
 
 export interface MembershipOptions {
   /** Where clients reach this server (http://host:port or https://name). */

@@ -11,15 +11,15 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
 import { metrics } from '../metrics/registry.js';
-import type { ChangeSource } from '../reactive/change-source.js';
+import type { ChangeSource } from '../data/change-source.js';
 import { HttpRoutes, type HealthReport } from '../server/http.js';
 import { isWebSocketPath, pathOf, sockjsSessionOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import { ChangeForwarder } from './change-forwarder.js';
-import type { ConnectionRouter } from './connection-router.js';
+import type { ConnectionRouter } from '../server/connection-router.js';
 import type { LoadFigures } from './load-monitor.js';
 import { proxyRequest } from '../transport/proxy.js';
-import { FrontDoor } from './front-door.js';
+import { FrontDoor } from '../server/front-door.js';
 import { WorkerPool, type WorkerHandle } from './worker-pool.js';
 
 export interface PrimaryOptions {

@@ -7,7 +7,7 @@ import { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FeedLink } from '../data/mongo/ipc-feeder.js';
 import { parse } from '../ddp/ejson.js';
-import type { ChangeEvent } from '../reactive/change-source.js';
+import type { ChangeEvent } from '../data/change-source.js';
 import type { PerseidServer } from '../server/app.js';
 import type { PrimaryToWorker, WorkerToPrimary } from './ipc-messages.js';
 import { LoadMonitor } from './load-monitor.js';

@@ -7,8 +7,8 @@
  * callers must not mutate them (the collection API clones before handing them
  * to application code).
  */
-import { DDPError } from '../ddp/errors.js';
-import type { ChangeSource } from '../reactive/change-source.js';
+import { DDPError, defineError, defineThrownError } from '../ddp/errors.js';
+import type { ChangeSource } from './change-source.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from './types.js';
 
 /** What a write returns so that its delivery to live queries can be awaited (`ChangeSource.delivered`). */
@@ -43,9 +43,11 @@ export interface StorageDriver {
   close(): Promise<void>;
 }
 
+const DUPLICATE_KEY = defineThrownError('DUPLICATE_KEY', 11000, 'E11000 duplicate key error collection: {collection} index: {index} dup key: {key}');
+
 /** A duplicate key on a unique index: MongoDB's E11000, same code and message shape. */
 export class DuplicateKeyError extends Error {
-  readonly code = 11000;
+  readonly code = DUPLICATE_KEY.code;
   constructor(
     collection: string,
     readonly index: string,
@@ -55,6 +57,8 @@ export class DuplicateKeyError extends Error {
     this.name = 'DuplicateKeyError';
   }
 }
+
+const UNAVAILABLE = defineError('DATABASE_UNAVAILABLE', 503, 'Database unavailable');
 
 /**
  * The database cannot be reached (down, restarting, network gone). Client-safe:
@@ -66,7 +70,7 @@ export class DatabaseUnavailableError extends DDPError {
     readonly detail: string,
     cause?: unknown,
   ) {
-    super(503, 'Database unavailable');
+    super(UNAVAILABLE.code, UNAVAILABLE.reason);
     this.name = 'DatabaseUnavailableError';
     if (cause !== undefined) (this as { cause?: unknown }).cause = cause;
   }

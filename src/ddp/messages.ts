@@ -3,7 +3,21 @@
  * carry EJSON; everything else is plain JSON (DDP notes §1.1).
  */
 import { fromJSONValue, type JSONObject } from './ejson.js';
-import type { SerializedError } from './errors.js';
+
+import { defineProtocolError, type SerializedError } from './errors.js';
+
+/** The `error` messages a client gets for a message the server cannot take. */
+export const ProtocolErrors = {
+  badRequest: defineProtocolError('BAD_REQUEST', 'Bad request'),
+  parseError: defineProtocolError('PARSE_ERROR', 'Parse error'),
+  malformedSubscription: defineProtocolError('MALFORMED_SUBSCRIPTION', 'Malformed subscription'),
+  malformedUnsubscription: defineProtocolError('MALFORMED_UNSUBSCRIPTION', 'Malformed unsubscription'),
+  malformedMethod: defineProtocolError('MALFORMED_METHOD', 'Malformed method invocation'),
+  mustConnectFirst: defineProtocolError('MUST_CONNECT_FIRST', 'Must connect first'),
+  alreadyConnected: defineProtocolError('ALREADY_CONNECTED', 'Already connected'),
+  messageTooLarge: defineProtocolError('MESSAGE_TOO_LARGE', 'Message too large ({bytes} bytes; the limit is {limit})'),
+  tooManyWaiting: defineProtocolError('TOO_MANY_WAITING', 'Too many messages waiting to run'),
+};
 
 export const SUPPORTED_VERSIONS = ['1', 'pre2', 'pre1'] as const;
 export type DDPVersion = (typeof SUPPORTED_VERSIONS)[number];
@@ -145,26 +159,26 @@ export function parseClientMessage(text: string): ParseOutcome {
   try {
     raw = JSON.parse(text);
   } catch {
-    return { rejection: { reason: 'Bad request' } };
+    return { rejection: { reason: ProtocolErrors.badRequest() } };
   }
-  if (!isPlainRecord(raw)) return { rejection: { reason: 'Bad request' } };
+  if (!isPlainRecord(raw)) return { rejection: { reason: ProtocolErrors.badRequest() } };
   switch (raw.msg) {
     case 'connect':
       return { message: raw as unknown as ConnectMessage };
     case 'ping':
     case 'pong':
-      if ('id' in raw && !isString(raw.id)) return { rejection: { reason: 'Bad request', offendingMessage: raw } };
+      if ('id' in raw && !isString(raw.id)) return { rejection: { reason: ProtocolErrors.badRequest(), offendingMessage: raw } };
       return { message: raw as unknown as PingMessage | PongMessage };
     case 'sub': {
       if (!isString(raw.id) || !isString(raw.name) || ('params' in raw && !Array.isArray(raw.params))) {
-        return { rejection: { reason: 'Malformed subscription', offendingMessage: raw } };
+        return { rejection: { reason: ProtocolErrors.malformedSubscription(), offendingMessage: raw } };
       }
       const params = decodeParams(raw);
-      if (!params) return { rejection: { reason: 'Parse error', offendingMessage: raw } };
+      if (!params) return { rejection: { reason: ProtocolErrors.parseError(), offendingMessage: raw } };
       return { message: { msg: 'sub', id: raw.id, name: raw.name, params } };
     }
     case 'unsub':
-      if (!isString(raw.id)) return { rejection: { reason: 'Malformed unsubscription', offendingMessage: raw } };
+      if (!isString(raw.id)) return { rejection: { reason: ProtocolErrors.malformedUnsubscription(), offendingMessage: raw } };
       return { message: { msg: 'unsub', id: raw.id } };
     case 'method': {
       if (
@@ -173,16 +187,16 @@ export function parseClientMessage(text: string): ParseOutcome {
         ('params' in raw && !Array.isArray(raw.params)) ||
         ('randomSeed' in raw && !isString(raw.randomSeed))
       ) {
-        return { rejection: { reason: 'Malformed method invocation', offendingMessage: raw } };
+        return { rejection: { reason: ProtocolErrors.malformedMethod(), offendingMessage: raw } };
       }
       const params = decodeParams(raw);
-      if (!params) return { rejection: { reason: 'Parse error', offendingMessage: raw } };
+      if (!params) return { rejection: { reason: ProtocolErrors.parseError(), offendingMessage: raw } };
       const message: MethodMessage = { msg: 'method', id: raw.id, method: raw.method, params };
       if (isString(raw.randomSeed)) message.randomSeed = raw.randomSeed;
       return { message };
     }
     default:
-      return { rejection: { reason: 'Bad request', offendingMessage: raw } };
+      return { rejection: { reason: ProtocolErrors.badRequest(), offendingMessage: raw } };
   }
 }
 

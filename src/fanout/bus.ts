@@ -1,7 +1,7 @@
 /**
  * The fan-out seam: publish a message on a channel, receive the messages of the
- * channels subscribed. Implementations: in-process (one process, tests) and
- * Redis pub/sub (many servers).
+ * channels subscribed. Implementations: `bus-memory.ts` (one process, tests)
+ * and `bus-redis.ts` (Redis pub/sub, many servers).
  */
 export interface FanoutBus {
   publish(channel: string, message: string): void;
@@ -47,28 +47,4 @@ export class ChannelHandlers {
   channels(): string[] {
     return [...this.handlers.keys()];
   }
-}
-
-/** Every subscriber in this process gets every message, in a microtask after publish returns (as if it had travelled). */
-export class InProcessBus implements FanoutBus {
-  private readonly handlers = new ChannelHandlers();
-
-  publish(channel: string, message: string): void {
-    queueMicrotask(() => this.handlers.deliver(channel, message));
-  }
-
-  subscribe(channel: string, handler: (message: string) => void): () => void {
-    this.handlers.add(channel, handler);
-    return () => void this.handlers.remove(channel, handler);
-  }
-
-  whenSubscribed(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  onReconnect(): void {
-    // An in-process bus is never down.
-  }
-
-  async close(): Promise<void> {}
 }

@@ -15,12 +15,12 @@ import type { CollectionDriver } from '../data/driver.js';
 import type { Document, QuerySpec } from '../data/types.js';
 import { idStringify } from '../ddp/ids.js';
 import type { Logger } from '../log.js';
-import { liveQueryMetrics } from '../metrics/live-queries.js';
+import { liveQueryMetrics } from './reactive-metrics.js';
 import { applyModifier, parseModifier } from '../query/modifier.js';
 import { compileProjection, type Projector } from '../query/projection.js';
 import { compileSelector, type Matcher } from '../query/selector.js';
 import { compileStableSort, type Comparator } from '../query/sort.js';
-import type { ChangeEvent } from './change-source.js';
+import type { ChangeEvent } from '../data/change-source.js';
 import { DocChange, ResultEntry, diffFields, type Fields } from './doc-change.js';
 
 export interface LiveQueryObserver {

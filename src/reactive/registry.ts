@@ -7,10 +7,10 @@ import type { StorageDriver } from '../data/driver.js';
 import type { Document, QuerySpec } from '../data/types.js';
 import { idStringify } from '../ddp/ids.js';
 import { createLogger, type Logger } from '../log.js';
-import { liveQueryMetrics } from '../metrics/live-queries.js';
+import { liveQueryMetrics } from './reactive-metrics.js';
 import { queryKey } from '../query/key.js';
 import { selectorIds } from '../query/selector.js';
-import type { ChangeEvent } from './change-source.js';
+import type { ChangeEvent } from '../data/change-source.js';
 import { LiveQuery, type LiveQueryObserver } from './live-query.js';
 
 export interface ObserveHandle {

@@ -5,9 +5,10 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { defineCloseReason } from '../ddp/errors.js';
 import { createLogger, type Logger } from '../log.js';
-import type { ConnectionRouter } from '../cluster/connection-router.js';
-import { FrontDoor } from '../cluster/front-door.js';
+import type { ConnectionRouter } from './connection-router.js';
+import { FrontDoor } from './front-door.js';
 import { TransportEndpoint } from '../transport/endpoint.js';
 import { pathOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
@@ -18,7 +19,7 @@ import { HttpRoutes, type HealthReport } from './http.js';
 import type { PublicationStrategy } from './merge-box.js';
 import type { MethodHandler } from './method-invocation.js';
 import { Session, type SessionServer, type SessionSettings } from './session.js';
-import { sessionMetrics } from './session-metrics.js';
+import { sessionMetrics } from './server-metrics.js';
 import type { PublishHandler } from './subscription.js';
 
 export interface ServerOptions {
@@ -40,6 +41,9 @@ export interface ServerOptions {
   publicDir?: string;
   logger?: Logger;
 }
+
+const DRAINING = defineCloseReason('SERVER_DRAINING', 1001, 'Server draining');
+const SHUTTING_DOWN = defineCloseReason('SERVER_SHUTTING_DOWN', 1001, 'Server shutting down');
 
 export const DEFAULT_COMPRESSION: CompressionOptions = { threshold: 1024, level: 1, memLevel: 8 };
 
@@ -180,7 +184,7 @@ export class PerseidServer implements SessionServer {
     this.log.info('draining', { connections: sockets.length, windowMs });
     const step = sockets.length > 0 ? windowMs / sockets.length : 0;
     for (const socket of sockets) {
-      socket.close(1001, 'Server draining');
+      socket.close(DRAINING.code, DRAINING.reason);
       if (step > 0) await new Promise((r) => setTimeout(r, step));
     }
     await this.close();
@@ -189,7 +193,7 @@ export class PerseidServer implements SessionServer {
   /** Stops accepting connections and closes every open one. */
   async close(): Promise<void> {
     this.transport.close();
-    for (const socket of this.sockets) socket.close(1001, 'Server shutting down');
+    for (const socket of this.sockets) socket.close(SHUTTING_DOWN.code, SHUTTING_DOWN.reason);
     await new Promise<void>((resolve) => {
       this.httpServer.close(() => resolve());
       this.httpServer.closeAllConnections();
@@ -255,7 +259,7 @@ export class PerseidServer implements SessionServer {
   private accept(socket: DdpSocket): void {
     if (this.draining) {
       // A connection that slipped in while draining (a keep-alive SockJS request): send it elsewhere.
-      socket.close(1001, 'Server draining');
+      socket.close(DRAINING.code, DRAINING.reason);
       return;
     }
     this.sockets.add(socket);

@@ -4,10 +4,11 @@
  * (or calls `this.unblock()`) and a subscription until its initial data is sent.
  */
 import { encodeMessage, type EncodedMessage } from '../ddp/encoded.js';
-import { DDPError, toClientError } from '../ddp/errors.js';
+import { Errors, toClientError } from '../ddp/errors.js';
 import {
   negotiateVersion,
   parseClientMessage,
+  ProtocolErrors,
   type ClientMessage,
   type DDPVersion,
   type MethodMessage,
@@ -23,7 +24,7 @@ import { clientAddress, exposedHeaders, type ConnectionHandle } from './connecti
 import { Heartbeat } from './heartbeat.js';
 import { MergeBox, type PublicationStrategy } from './merge-box.js';
 import { MethodInvocation, type MethodHandler } from './method-invocation.js';
-import { sessionMetrics } from './session-metrics.js';
+import { sessionMetrics } from './server-metrics.js';
 import { Subscription, type PublishHandler, type SubscriptionHost } from './subscription.js';
 
 export interface SessionSettings {
@@ -103,7 +104,7 @@ export class Session implements SubscriptionHost {
     socket.setHandlers({
       message: (text) => this.receive(text),
       oversize: (bytes) =>
-        this.sendError(`Message too large (${bytes} bytes; the limit is ${settings.maxMessageSize})`),
+        this.sendError(ProtocolErrors.messageTooLarge({ bytes, limit: settings.maxMessageSize })),
       close: () => this.closed(),
     });
     sessionMetrics.sockets.inc();
@@ -151,7 +152,7 @@ export class Session implements SubscriptionHost {
       const { reason, offendingMessage } = parsed.rejection;
       const named = typeof (offendingMessage as { msg?: unknown } | undefined)?.msg === 'string';
       if (this.state === 'handshake' && named && (offendingMessage as { msg: string }).msg !== 'connect') {
-        this.sendError('Must connect first', offendingMessage);
+        this.sendError(ProtocolErrors.mustConnectFirst(), offendingMessage);
       } else {
         this.sendError(reason, offendingMessage);
       }
@@ -159,17 +160,17 @@ export class Session implements SubscriptionHost {
     }
     const message = parsed.message;
     if (message.msg === 'connect') {
-      if (this.state === 'open') this.sendError('Already connected', message);
+      if (this.state === 'open') this.sendError(ProtocolErrors.alreadyConnected(), message);
       else this.connect(message);
       return;
     }
     if (this.state !== 'open') {
-      this.sendError('Must connect first', message);
+      this.sendError(ProtocolErrors.mustConnectFirst(), message);
       return;
     }
     if (message.msg === 'ping' || message.msg === 'pong') {
       // Meteor's `pre1` predates heartbeats; ping and pong are then unknown messages.
-      if (this.version === 'pre1') this.sendError('Bad request', message);
+      if (this.version === 'pre1') this.sendError(ProtocolErrors.badRequest(), message);
       else if (message.msg === 'ping') this.send(message.id === undefined ? { msg: 'pong' } : { msg: 'pong', id: message.id });
       return;
     }
@@ -204,7 +205,7 @@ export class Session implements SubscriptionHost {
     const { inboundHighWater, inboundLimit } = this.server.settings;
     if (this.queue.length >= inboundLimit) {
       this.log.warn('dropping a client that sends faster than it can be served', { session: this.id, queued: this.queue.length });
-      this.sendError('Too many messages waiting to run');
+      this.sendError(ProtocolErrors.tooManyWaiting());
       this.socket.close();
       return;
     }
@@ -259,7 +260,7 @@ export class Session implements SubscriptionHost {
     sessionMetrics.methods.inc();
     const handler = this.server.method(message.method);
     if (!handler) {
-      this.send({ msg: 'result', id: message.id, error: new DDPError(404, `Method '${message.method}' not found`).toJSON() });
+      this.send({ msg: 'result', id: message.id, error: Errors.methodNotFound({ name: message.method }).toJSON() });
       this.send({ msg: 'updated', methods: [message.id] });
       return;
     }
@@ -288,7 +289,7 @@ export class Session implements SubscriptionHost {
     if (this.subscriptions.has(message.id)) return; // a repeated sub (e.g. after a client reconnect) is ignored
     const handler = this.server.publication(message.name);
     if (!handler) {
-      this.send({ msg: 'nosub', id: message.id, error: new DDPError(404, `Subscription '${message.name}' not found`).toJSON() });
+      this.send({ msg: 'nosub', id: message.id, error: Errors.subscriptionNotFound({ name: message.name }).toJSON() });
       return;
     }
     sessionMetrics.subscriptions.inc();

@@ -4,7 +4,7 @@
  * shared with every other subscriber), or publishes by hand with
  * added/changed/removed/ready.
  */
-import { Cursor } from '../data/cursor.js';
+import { Cursor } from '../collections/cursor.js';
 import { clone } from '../ddp/ejson.js';
 import { toClientError } from '../ddp/errors.js';
 import { idStringify } from '../ddp/ids.js';

@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import sockjs from 'sockjs';
 import { WebSocketServer } from 'ws';
+import { defineCloseReason } from '../ddp/errors.js';
 import type { Logger } from '../log.js';
 import { isRawWebSocketPath, isSockjsWebSocketPath, pathOf } from './paths.js';
 import type { CompressionOptions, FrameVariant } from './frames.js';
@@ -30,7 +31,8 @@ export interface TransportOptions {
   sockjsDisconnectDelayMs: number;
 }
 
-
+/** `ws` closes a connection whose frame is larger than `maxFrameSize` with this code and no reason. */
+defineCloseReason('FRAME_TOO_LARGE', 1009, '');
 
 /** Reads the server window size out of the negotiated Sec-WebSocket-Extensions answer. */
 function negotiatedVariant(responseHeaders: string[], framing: 'raw' | 'sockjs'): FrameVariant {

@@ -13,6 +13,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
 import type { EncodedMessage } from '../ddp/encoded.js';
+import { defineCloseReason } from '../ddp/errors.js';
 import type { Logger } from '../log.js';
 import { BatchCache, scheduleFlush, type Flushable } from './flush.js';
 import { frameFor, textFrame, type CompressionOptions, type FrameVariant } from './frames.js';
@@ -28,6 +29,9 @@ export interface WebSocketConnectionOptions {
   maxBufferedBytes: number;
   log: Logger;
 }
+
+/** A SockJS-framed WebSocket whose frame is not a JSON array of strings. */
+const BROKEN_FRAMING = defineCloseReason('BROKEN_FRAMING', 3000, 'Broken framing.');
 
 const NO_HANDLERS: SocketHandlers = { message: () => undefined, oversize: () => undefined, close: () => undefined };
 
@@ -154,13 +158,13 @@ export class WebSocketConnection implements DdpSocket, Flushable {
     try {
       payload = JSON.parse(text);
     } catch {
-      this.close(3000, 'Broken framing.');
+      this.close(BROKEN_FRAMING.code, BROKEN_FRAMING.reason);
       return;
     }
     const messages = Array.isArray(payload) ? payload : [payload];
     for (const message of messages) {
       if (typeof message !== 'string') {
-        this.close(3000, 'Broken framing.');
+        this.close(BROKEN_FRAMING.code, BROKEN_FRAMING.reason);
         return;
       }
       this.handlers.message(message);

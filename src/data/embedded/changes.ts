@@ -4,7 +4,7 @@
  * that made them are acknowledged.
  */
 import type { Logger } from '../../log.js';
-import type { ChangeListener, ChangeSource, DocumentChange } from '../../reactive/change-source.js';
+import type { ChangeListener, ChangeSource, DocumentChange } from '../change-source.js';
 
 interface Waiter {
   seq: number;

@@ -11,7 +11,7 @@ import { idStringify } from '../../ddp/ids.js';
 import { compileProjection } from '../../query/projection.js';
 import { compileSelector, selectorIds } from '../../query/selector.js';
 import { compileStableSort } from '../../query/sort.js';
-import type { ChangeOp } from '../../reactive/change-source.js';
+import type { ChangeOp } from '../change-source.js';
 import { DuplicateKeyError, type CollectionDriver, type QueryResult, type WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange } from './indexes.js';

@@ -9,7 +9,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createLogger } from '../../log.js';
-import type { DocumentChange } from '../../reactive/change-source.js';
+import type { DocumentChange } from '../change-source.js';
 import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
 import { WriteLogChanges } from './changes.js';
 import { EmbeddedCollection, type CollectionHost, type Entry } from './collection.js';

@@ -13,8 +13,8 @@
  */
 import { idStringify } from '../../ddp/ids.js';
 import type { Logger } from '../../log.js';
-import { liveQueryMetrics } from '../../metrics/live-queries.js';
-import type { ChangeEvent, ChangeListener, ChangeSource, DocumentChange } from '../../reactive/change-source.js';
+import { dataMetrics } from '../data-metrics.js';
+import type { ChangeEvent, ChangeListener, ChangeSource, DocumentChange } from '../change-source.js';
 import type { Document } from '../types.js';
 
 export interface WriteToken {
@@ -94,7 +94,7 @@ export class ChangeHub implements ChangeSource {
 
   /** A document change observed by the feeder. */
   emit(change: Omit<DocumentChange, 'seq'> & { modifier?: Document }): void {
-    if (this.options.counted !== false) liveQueryMetrics.changesReceived.inc();
+    if (this.options.counted !== false) dataMetrics.changesReceived.inc();
     const event = { ...change, seq: ++this.seq } as DocumentChange;
     const key = idStringify(change.id);
     let recent = this.recent.get(change.collection);

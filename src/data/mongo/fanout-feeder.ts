@@ -17,7 +17,7 @@ import { idStringify } from '../../ddp/ids.js';
 import type { Logger } from '../../log.js';
 import { fanoutMetrics } from '../../fanout/fanout-metrics.js';
 import type { FanoutBus } from '../../fanout/bus.js';
-import type { ChangeOp } from '../../reactive/change-source.js';
+import type { ChangeOp } from '../change-source.js';
 import type { Document } from '../types.js';
 import type { ChangeHub } from './change-hub.js';
 

@@ -3,7 +3,7 @@
  * for the whole machine (see cluster/change-forwarder.ts) instead of every worker
  * opening its own change stream or oplog tailer.
  */
-import type { ChangeEvent } from '../../reactive/change-source.js';
+import type { ChangeEvent } from '../change-source.js';
 import type { ChangeHub } from './change-hub.js';
 
 /** The worker's channel to its primary's change feed. */

@@ -6,7 +6,8 @@
  * the new relay starts with a resync of each collection (the gap is unknown).
  */
 import type { Db, MongoClient } from 'mongodb';
-import type { Lease, WatchedCollections } from '../../fanout/coordination.js';
+import type { Lease } from '../../coordination/lease.js';
+import type { WatchedCollections } from '../../fanout/watched-collections.js';
 import type { Logger } from '../../log.js';
 import { ChangeHub } from './change-hub.js';
 import type { FanoutFeeder } from './fanout-feeder.js';
@@ -64,7 +65,7 @@ export class Relay {
     const { lease, watched } = this.options;
     await watched.announce(this.options.ownCollections());
     if (this.closed) return;
-    if (!(await lease.acquire())) {
+    if ((await lease.acquire()) === undefined) {
       if (this.leading) {
         this.options.log.warn('lost the relay lease; another server relays now');
         this.stepDown();

@@ -12,10 +12,11 @@
  */
 import { MongoClient, MongoNetworkError, MongoNotConnectedError, MongoServerSelectionError, type Db } from 'mongodb';
 import { createLogger, redactedUrl, type Logger } from '../../log.js';
-import { liveQueryMetrics } from '../../metrics/live-queries.js';
+import { dataMetrics } from '../data-metrics.js';
 import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
 import type { FanoutBus } from '../../fanout/bus.js';
-import type { Lease, WatchedCollections } from '../../fanout/coordination.js';
+import type { Lease } from '../../coordination/lease.js';
+import type { WatchedCollections } from '../../fanout/watched-collections.js';
 import { ChangeHub } from './change-hub.js';
 import { MongoCollection } from './collection.js';
 import { FanoutFeeder } from './fanout-feeder.js';
@@ -104,7 +105,7 @@ export class MongoStore implements StorageDriver {
         tracksIds: this.tracksIds,
         ownWrite: (c) => this.ownWrite(c),
         publish: this.fanout ? (c, changes) => this.fanout!.published(c, changes) : undefined,
-        countRead: (n) => liveQueryMetrics.databaseReads.inc(n),
+        countRead: (n) => dataMetrics.databaseReads.inc(n),
         translate: (error) => this.translate(error),
       });
       this.collections.set(name, collection);

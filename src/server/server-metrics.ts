@@ -1,4 +1,4 @@
-/** What sessions count. */
+/** What the server layer counts: sockets, sessions, messages, method calls and subscriptions. */
 import { metrics } from '../metrics/registry.js';
 
 export const sessionMetrics = {

@@ -12,8 +12,8 @@ import { assertValidDocument } from '../query/modifier.js';
 import { normalizeSelector } from '../query/selector.js';
 import { Cursor } from './cursor.js';
 import { getDefaultDatabase, type Database } from './database.js';
-import type { CollectionDriver, WriteOutcome } from './driver.js';
-import type { Document, FindOptions, IndexKeys, IndexOptions, Selector } from './types.js';
+import type { CollectionDriver, WriteOutcome } from '../data/driver.js';
+import type { Document, FindOptions, IndexKeys, IndexOptions, Selector } from '../data/types.js';
 
 export interface CollectionOptions {
   /** The database to use; default: the process's default database. */

@@ -9,7 +9,7 @@ import type { LiveQueryObserver } from '../reactive/live-query.js';
 import type { ObserveHandle } from '../reactive/registry.js';
 import { normalizeSort } from '../query/sort.js';
 import type { Collection } from './collection.js';
-import type { Document, FindOptions, QuerySpec } from './types.js';
+import type { Document, FindOptions, QuerySpec } from '../data/types.js';
 
 export interface ObserveChangesCallbacks {
   added?(id: unknown, fields: Fields): void;

@@ -7,8 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
 import { proxyUpgrade } from '../transport/proxy.js';
-import type { ConnectionRouter } from './connection-router.js';
-import { BALANCED_HEADER } from './membership.js';
+import { BALANCED_HEADER, type ConnectionRouter } from './connection-router.js';
 
 export class FrontDoor {
   private router: ConnectionRouter | undefined;

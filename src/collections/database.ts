@@ -6,10 +6,10 @@
  */
 import { metrics } from '../metrics/registry.js';
 import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
-import type { StorageDriver } from './driver.js';
-import { openEmbeddedStore } from './embedded/store.js';
-import type { FeedLink } from './mongo/ipc-feeder.js';
-import { openMongoStore, type ChangeSourceChoice, type MongoStoreOptions } from './mongo/store.js';
+import type { StorageDriver } from '../data/driver.js';
+import { openEmbeddedStore } from '../data/embedded/store.js';
+import type { FeedLink } from '../data/mongo/ipc-feeder.js';
+import { openMongoStore, type ChangeSourceChoice, type MongoStoreOptions } from '../data/mongo/store.js';
 
 export class Database {
   readonly liveQueries: LiveQueryRegistry;

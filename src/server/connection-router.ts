@@ -2,6 +2,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { Target } from '../transport/proxy.js';
 
+/** Marks a connection a balancer passed on, so the server receiving it serves it rather than balancing again. */
+export const BALANCED_HEADER = 'x-perseid-balanced';
+
 export interface RoutedTarget extends Target {
   /** The target refused the connection: stop choosing it for a while. */
   unreachable(): void;

@@ -3,7 +3,7 @@
  * change event on its collection. Implementations: the embedded store's write
  * log (in-process), and for MongoDB change streams, oplog tailing and polling.
  */
-import type { Document } from '../data/types.js';
+import type { Document } from './types.js';
 
 export type ChangeOp = 'insert' | 'update' | 'remove';
 

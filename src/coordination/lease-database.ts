@@ -1,0 +1,66 @@
+/**
+ * Leases in the app's own database, through the storage driver (the embedded
+ * store or MongoDB): for clusters without Redis. One document per lease,
+ * `{_id: name, holder, token, expiresAt}`. Renewing is an update whose selector
+ * says "still mine"; taking over is an update whose selector says "expired";
+ * the first taker creates the document, and a racing creator loses on the
+ * duplicate `_id`. Each write is a single-document conditional update, atomic
+ * on both drivers. Expiry compares the servers' own clocks, so keep them in
+ * sync (NTP) or use `lease-redis.ts`; `lease-memory.ts` serves one process.
+ */
+import { DuplicateKeyError, type CollectionDriver } from '../data/driver.js';
+import type { Lease, LeaseOptions } from './lease.js';
+
+export const LEASES_COLLECTION = 'perseid_leases';
+
+export class DatabaseLease implements Lease {
+  /** The token this holder was given when it took the lease (kept across renewals). */
+  private token: number | undefined;
+
+  constructor(
+    private readonly collection: CollectionDriver,
+    private readonly options: LeaseOptions,
+  ) {}
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  async acquire(): Promise<number | undefined> {
+    const { name, holder, ttlMs } = this.options;
+    const now = Date.now();
+    const expiresAt = new Date(now + ttlMs);
+    if (this.token !== undefined) {
+      const renewed = await this.collection.update({ _id: name, holder, token: this.token }, { $set: { expiresAt } }, {});
+      if (renewed.numberAffected === 1) return this.token;
+      this.token = undefined;
+    }
+    const taken = await this.collection.update(
+      { _id: name, expiresAt: { $lte: new Date(now) } },
+      { $set: { holder, expiresAt }, $inc: { token: 1 } },
+      {},
+    );
+    if (taken.numberAffected === 0) {
+      try {
+        await this.collection.insert({ _id: name, holder, token: 1, expiresAt });
+      } catch (error) {
+        if (error instanceof DuplicateKeyError || (error as { code?: unknown }).code === 11000) return undefined;
+        throw error;
+      }
+    }
+    // Read back which token this holder got; another taker may have come between (then it is theirs).
+    const { docs } = await this.collection.find({ collection: this.collection.name, selector: { _id: name } });
+    const doc = docs[0];
+    if (doc?.holder !== holder || typeof doc.token !== 'number') return undefined;
+    this.token = doc.token;
+    return this.token;
+  }
+
+  async release(): Promise<void> {
+    if (this.token === undefined) return;
+    const { name, holder } = this.options;
+    // Expire it rather than delete it, so the token counter survives for the next holder.
+    await this.collection.update({ _id: name, holder, token: this.token }, { $set: { expiresAt: new Date(0) } }, {});
+    this.token = undefined;
+  }
+}

@@ -1,0 +1,9 @@
+/**
+ * What the servers of a fan-out cluster tell the relay: which collections some
+ * server has live queries on (the relay follows only those). Implementation:
+ * `watched-collections-redis.ts` (fan-out needs Redis anyway).
+ */
+export interface WatchedCollections {
+  announce(collections: readonly string[]): Promise<void>;
+  list(): Promise<string[]>;
+}
