@@ -2,6 +2,52 @@ import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
+/**
+ * Which way imports run between the folders of src/ (the README's Layout):
+ * each folder may import only the folders listed for it, besides itself, the
+ * root modules (log.ts) and packages. Lower layers know nothing of higher ones.
+ */
+const LAYERS = {
+  metrics: [],
+  ddp: [],
+  query: ['ddp', 'data'], // data/types.ts only; see below
+  data: ['ddp', 'query', 'metrics', 'fanout', 'coordination'],
+  coordination: ['data', 'ddp', 'metrics'],
+  fanout: ['metrics', 'ddp'],
+  reactive: ['data', 'query', 'ddp', 'metrics'],
+  collections: ['reactive', 'data', 'query', 'ddp', 'metrics'],
+  transport: ['ddp', 'metrics'],
+  server: ['transport', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
+  cluster: ['server', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
+  client: ['ddp'],
+  load: ['client', 'ddp'],
+};
+const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'transport', 'server', 'cluster', 'client', 'load', 'cli'];
+
+function layerRules() {
+  return Object.entries(LAYERS).map(([folder, allowed]) => {
+    const forbidden = FOLDERS.filter((f) => f !== folder && !allowed.includes(f));
+    const patterns = [
+      {
+        regex: `^\\.\\.?/(\\.\\./)*(${forbidden.join('|')})/`,
+        message: `src/${folder}/ may import only ${allowed.length ? allowed.join(', ') : 'nothing else of Perseid'} (see LAYERS in eslint.config.js).`,
+      },
+    ];
+    if (folder === 'query') {
+      patterns.push({ regex: '^\\.\\./data/(?!types\\.js$)', message: 'src/query/ reads only the data types (data/types.ts).' });
+    }
+    if (folder === 'client') {
+      // The browser client is bundled for pages: Node's modules must stay out (client/node.ts is the Node entry).
+      patterns.push({ regex: '^node:', message: 'src/client/ runs in browsers: no Node modules (client/node.ts is the Node entry).' });
+    }
+    return {
+      files: [`src/${folder}/**/*.ts`],
+      ignores: folder === 'client' ? ['src/client/node.ts'] : [],
+      rules: { 'no-restricted-imports': ['error', { patterns }] },
+    };
+  });
+}
+
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/', 'examples/*/public/vendor/'] },
   js.configs.recommended,
@@ -25,6 +71,7 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  ...layerRules(),
   {
     files: ['**/*.js', '**/*.mjs'],
     extends: [tseslint.configs.disableTypeChecked],
