@@ -56,9 +56,9 @@ export class ResumeTokens {
     );
   }
 
-  /** Removes one token (by its hash or, for a legacy token, itself). */
+  /** Removes one token (legacy unhashed tokens were replaced by their hash when used to log in). */
   async destroy(userId: string, hashedToken: string): Promise<void> {
-    await this.users.updateAsync({ _id: userId }, { $pull: { 'services.resume.loginTokens': { $or: [{ hashedToken }, { token: hashedToken }] } } });
+    await this.users.updateAsync({ _id: userId }, { $pull: { 'services.resume.loginTokens': { hashedToken } } });
   }
 
   /** Removes every token of `userId` but `keepHashed` (logoutOtherClients, changePassword). */
