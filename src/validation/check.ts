@@ -149,8 +149,11 @@ function test(value: unknown, pattern: Pattern, path: string): void {
   }
 }
 
+/** What a simple pattern guarantees about the value, for TypeScript (unknown for the rest). */
+export type Matched<P> = P extends StringConstructor ? string : P extends NumberConstructor ? number : P extends BooleanConstructor ? boolean : P extends DateConstructor ? Date : unknown;
+
 /** Throws Match.Error (sent to clients as 400 "Match failed") unless `value` matches `pattern`. */
-export function check(value: unknown, pattern: Pattern): void {
+export function check<P extends Pattern>(value: unknown, pattern: P): asserts value is Matched<P> {
   test(value, pattern, '');
 }
 
