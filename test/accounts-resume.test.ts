@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Collection } from '../src/collections/collection.js';
-import type { Database } from '../src/collections/database.js';
+import { openDatabase, type Database } from '../src/collections/database.js';
 import { hashLoginToken } from '../src/accounts/resume-tokens.js';
 import type { User } from '../src/accounts/users.js';
 import type { PerseidServer } from '../src/server/app.js';
@@ -152,3 +152,31 @@ for (const target of perServer) {
     });
   });
 }
+
+// Two servers, each with its own connection to a MongoDB-wire database and its own change feed: a password
+// set through one (which removes every token with `$set`, which FerretDB applies) closes the connection that
+// resumed on the other.
+const ferret = targets.find((target) => target.server === 'ferretdb' && target.source === 'poll');
+describe('accounts across two servers on FerretDB', { skip: ferret ? false : 'FerretDB is not running' }, () => {
+  it('a password set through one server logs out the connection that resumed on the other', async () => {
+    const opened = await ferret!.open();
+    const second = await openDatabase({ mongoUrl: opened.url!, changeSource: 'poll', pollIntervalMs: 200 });
+    const a = await accountsServer(opened.database, { defaultRateLimit: false });
+    const b = await accountsServer(second, { defaultRateLimit: false });
+    try {
+      const userId = await a.accounts.createUser({ username: 'zoe', password: 'pw' });
+      const { peer: here, reply } = await loggedIn(a, 'zoe');
+      const there = await RawPeer.connected(b.wsUrl);
+      assert.equal(((await call(there, 'login', { resume: reply.token })).result as Message).id, userId);
+      await a.accounts.setPassword(userId, 'new password');
+      await there.waitClosed(10000);
+      await here.waitClosed(10000);
+      assert.deepEqual(errorOf(await call(await RawPeer.connected(b.wsUrl), 'login', { resume: reply.token })), { error: 403, reason: "You've been logged out by the server. Please log in again." });
+    } finally {
+      await a.close();
+      await b.close();
+      await second.close();
+      await opened.cleanup();
+    }
+  });
+});
