@@ -190,6 +190,58 @@ describe('accounts: passwords and users (embedded store)', () => {
   });
 });
 
+/** argon2id of SHA-256("meteor-password") hex with Meteor's parameters, made with argon2-cffi (another implementation). */
+const ARGON2_VECTOR = '$argon2id$v=19$m=19456,t=2,p=1$tHDgN6zozTZ/NhfNCWT/vQ$qSvl8TfrHvdk/pYY0ktWuukxG95qegMIduqJ4PJyFf4';
+
+async function eventuallyStored(users: Collection<User>, id: string, test: (password: NonNullable<NonNullable<User['services']>['password']>) => boolean): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (test((await users.findOneAsync({ _id: id }))!.services!.password!)) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.fail(`stored password of ${id} never became as expected: ${JSON.stringify((await users.findOneAsync({ _id: id }))!.services!.password)}`);
+}
+
+describe('accounts: argon2 (argon2Enabled)', () => {
+  let opened: Awaited<ReturnType<ReturnType<typeof embeddedTarget>['open']>>;
+  before(async () => {
+    opened = await embeddedTarget().open();
+  });
+  after(() => opened.cleanup());
+
+  it("hashes new passwords with argon2id at Meteor's parameters, verifies another implementation's hash, and moves bcrypt users over at login", async () => {
+    const users = new Collection<User>('users', { database: opened.database });
+    const t = await accountsServer(opened.database, { argon2Enabled: true, defaultRateLimit: false });
+    try {
+      const id = await t.accounts.createUser({ username: 'argo', password: 'pw' });
+      const stored = (await users.findOneAsync({ _id: id }))!.services!.password!;
+      assert.match(stored.argon2!, /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+      assert.equal(stored.bcrypt, undefined);
+      await users.insertAsync({ _id: 'cffi', username: 'cffi', services: { password: { argon2: ARGON2_VECTOR } } });
+      await users.insertAsync({ _id: 'old', username: 'old', services: { password: { bcrypt: METEOR_HASHES.b10 } } });
+      const peer = await RawPeer.connected(t.wsUrl);
+      for (const [username, password] of [['argo', 'pw'], ['cffi', 'meteor-password'], ['old', 'meteor-password']]) {
+        assert.ok((await call(peer, 'login', { user: { username }, password: digest(password!) })).result, username);
+        assert.deepEqual(errorOf(await call(peer, 'login', { user: { username }, password: digest('wrong') })), AMBIGUOUS);
+      }
+      await eventuallyStored(users, 'old', (p) => p.bcrypt === undefined && /^\$argon2id\$/.test(p.argon2 ?? ''));
+      assert.ok((await call(peer, 'login', { user: { username: 'old' }, password: digest('meteor-password') })).result, 'logs in with the new hash');
+      peer.close();
+    } finally {
+      await t.close();
+    }
+    // Turned off again: argon2 users still log in, and move back to bcrypt.
+    const back = await accountsServer(opened.database, { defaultRateLimit: false });
+    try {
+      const peer = await RawPeer.connected(back.wsUrl);
+      assert.ok((await call(peer, 'login', { user: { username: 'cffi' }, password: digest('meteor-password') })).result);
+      await eventuallyStored(users, 'cffi', (p) => p.argon2 === undefined && /^\$2[ab]\$10\$/.test(p.bcrypt ?? ''));
+      peer.close();
+    } finally {
+      await back.close();
+    }
+  });
+});
+
 describe('accounts: options', () => {
   let opened: Awaited<ReturnType<ReturnType<typeof embeddedTarget>['open']>>;
   before(async () => {

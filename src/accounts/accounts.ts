@@ -21,7 +21,7 @@ import { AccountsErrors, credentialsError, invalidLoginToken, notLoggedIn } from
 import { runLoginHandlers, passwordMatches, type LoginContext, type LoginResult } from './login-handlers.js';
 import { LoginSessions } from './login-sessions.js';
 import { logMailer, smtpMailer, type Mailer } from './mailer.js';
-import { DEFAULT_BCRYPT_ROUNDS, hashPassword, passwordPattern, type PasswordInput } from './password.js';
+import { DEFAULT_BCRYPT_ROUNDS, hasPassword, METEOR_ARGON2, PasswordHasher, passwordPattern, type Argon2Params, type PasswordInput } from './password.js';
 import { hashLoginToken, ResumeTokens, stampedToken, tokenLifetimeMs, type StampedToken } from './resume-tokens.js';
 import { duplicateField, ensureUserIndexes, findUserBy, takenIgnoringCase, usersCollection, type User } from './users.js';
 
@@ -40,6 +40,10 @@ export interface AccountsOptions {
   passwordEnrollTokenExpirationInDays?: number;
   /** bcrypt cost (default 10, Meteor's); hashes of another cost are redone at login. */
   bcryptRounds?: number;
+  /** Hash new passwords with argon2 (Meteor 3.1's option; needs the optional @node-rs/argon2); bcrypt hashes move over at login. */
+  argon2Enabled?: boolean;
+  /** argon2 parameters; Meteor's by default (argon2id, timeCost 2, memoryCost 19456, parallelism 1). */
+  argon2?: Partial<Argon2Params>;
   /** Longest plain-string password accepted (default 256). */
   passwordMaxLength?: number;
   /** Extra fields of the user's own document published to them, besides username, emails and profile. */
@@ -129,10 +133,10 @@ export class Accounts {
       users: this.users,
       tokens: this.tokens,
       ambiguous: options.ambiguousErrorMessages ?? true,
-      bcryptRounds: options.bcryptRounds ?? DEFAULT_BCRYPT_ROUNDS,
+      hasher: new PasswordHasher(options.bcryptRounds ?? DEFAULT_BCRYPT_ROUNDS, options.argon2Enabled ? { ...METEOR_ARGON2, ...options.argon2 } : undefined),
       passwordPattern: this.passwordPattern,
     };
-    this.ready = ensureUserIndexes(this.users);
+    this.ready = Promise.all([ensureUserIndexes(this.users), this.ctx.hasher.ready()]).then(() => undefined);
     this.ready.catch((error: unknown) => this.log.error('could not create the users indexes', { error }));
     this.registerMethods();
     this.registerPublication();
@@ -189,7 +193,7 @@ export class Accounts {
     const { username, email, password } = options;
     if (!username && !email) throw AccountsErrors.needUsernameOrEmail();
     const user: User = { _id: '', services: {} };
-    if (password) user.services!.password = { bcrypt: await hashPassword(password, this.ctx.bcryptRounds) };
+    if (password) user.services!.password = await this.ctx.hasher.stored(password);
     const userId = await this.insertCheckingDuplicates(user, options);
     if (email && this.options.sendVerificationEmail) {
       if (password) await this.emailTokens.sendVerification(userId, email);
@@ -208,8 +212,8 @@ export class Accounts {
 
   /** Sets a user's password; by default logs out every connection of theirs (all tokens removed). */
   async setPassword(userId: string, password: PasswordInput, options: { logout?: boolean } = {}): Promise<void> {
-    const modifier: Record<string, object> = { $set: { 'services.password.bcrypt': await hashPassword(password, this.ctx.bcryptRounds) }, $unset: { 'services.password.reset': 1 } };
-    if (options.logout ?? true) (modifier.$set as Record<string, unknown>)['services.resume.loginTokens'] = [];
+    const { set, unset } = await this.ctx.hasher.fields(password);
+    const modifier = { $set: { ...set, ...((options.logout ?? true) ? { 'services.resume.loginTokens': [] } : {}) }, $unset: { ...unset, 'services.password.reset': 1 } };
     if ((await this.users.updateAsync({ _id: userId }, modifier)) === 0) throw credentialsError(this.ctx.ambiguous, AccountsErrors.userNotFound);
   }
 
@@ -401,16 +405,13 @@ export class Accounts {
         if (!this.userId) throw AccountsErrors.mustBeLoggedIn();
         const user = await accounts.users.findOneAsync({ _id: this.userId });
         if (!user) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.userNotFound);
-        if (!user.services?.password?.bcrypt) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.noPasswordSet);
+        if (!hasPassword(user.services?.password)) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.noPasswordSet);
         if (!(await passwordMatches(accounts.ctx, user, oldPassword as PasswordInput))) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.incorrectPassword);
         const current = accounts.sessions.hashedTokenOf(this.connection.id);
+        const { set, unset } = await accounts.ctx.hasher.fields(newPassword as PasswordInput);
         await accounts.users.updateAsync(
           { _id: this.userId },
-          {
-            $set: { 'services.password.bcrypt': await hashPassword(newPassword as PasswordInput, accounts.ctx.bcryptRounds) },
-            $pull: { 'services.resume.loginTokens': { hashedToken: { $ne: current } } },
-            $unset: { 'services.password.reset': 1 },
-          },
+          { $set: set, $pull: { 'services.resume.loginTokens': { hashedToken: { $ne: current } } }, $unset: { ...unset, 'services.password.reset': 1 } },
         );
         return { passwordChanged: true };
       },
@@ -443,12 +444,10 @@ export class Accounts {
           if (!(user.emails ?? []).some((e) => e.address === email)) return { type: 'password', userId: user._id, error: AccountsErrors.tokenInvalidEmail() };
           // Changing the password logs out every session of the user, this connection's included.
           accounts.sessions.clear(connection.id);
+          const { set, unset } = await accounts.ctx.hasher.fields(newPassword as PasswordInput);
           const affected = await accounts.users.updateAsync(
             { _id: user._id, 'emails.address': email, [`services.password.${reason}.token`]: hashed },
-            {
-              $set: { 'services.password.bcrypt': await hashPassword(newPassword as PasswordInput, accounts.ctx.bcryptRounds), 'emails.$.verified': true, 'services.resume.loginTokens': [] },
-              $unset: { [`services.password.${reason}`]: 1 },
-            },
+            { $set: { ...set, 'emails.$.verified': true, 'services.resume.loginTokens': [] }, $unset: { ...unset, [`services.password.${reason}`]: 1 } },
           );
           if (affected !== 1) return { type: 'password', userId: user._id, error: AccountsErrors.invalidEmail() };
           return { type: 'password', userId: user._id };

@@ -8,7 +8,7 @@ import type { Collection } from '../collections/collection.js';
 import type { DDPError } from '../ddp/errors.js';
 import { check, Match, type Pattern } from '../validation/check.js';
 import { AccountsErrors, credentialsError } from './errors.js';
-import { checkPassword, hashPassword, roundsOf, type PasswordInput } from './password.js';
+import { hasPassword, type PasswordHasher, type PasswordInput } from './password.js';
 import { hashLoginToken, type ResumeTokens, type StampedToken } from './resume-tokens.js';
 import { findUserBy, type User } from './users.js';
 
@@ -24,7 +24,7 @@ export interface LoginContext {
   users: Collection<User>;
   tokens: ResumeTokens;
   ambiguous: boolean;
-  bcryptRounds: number;
+  hasher: PasswordHasher;
   passwordPattern: Pattern;
 }
 
@@ -45,16 +45,19 @@ export async function findUserByQuery(users: Collection<User>, query: UserQuery)
   return findUserBy(users, 'emails.address', query.email);
 }
 
-/** Verifies `password` against the user's bcrypt hash; re-hashes it in the background when the rounds differ. */
+/** Verifies `password` against the user's hash; re-hashes it in the background when the algorithm or its cost changed. */
 export async function passwordMatches(ctx: LoginContext, user: User, password: PasswordInput): Promise<boolean> {
-  const hash = user.services?.password?.bcrypt;
-  if (!hash || !(await checkPassword(password, hash))) return false;
-  if (roundsOf(hash) !== ctx.bcryptRounds) {
-    void hashPassword(password, ctx.bcryptRounds)
-      .then((rehashed) => ctx.users.updateAsync({ _id: user._id, 'services.password.bcrypt': hash }, { $set: { 'services.password.bcrypt': rehashed } }))
+  const stored = user.services?.password;
+  const { ok, rehash } = await ctx.hasher.verify(password, stored);
+  if (rehash) {
+    // Only if the hash is still the one just verified (a password change meanwhile wins).
+    const current = stored?.argon2 ? { 'services.password.argon2': stored.argon2 } : { 'services.password.bcrypt': stored?.bcrypt };
+    void ctx.hasher
+      .fields(password)
+      .then(({ set, unset }) => ctx.users.updateAsync({ _id: user._id, ...current }, { $set: set, $unset: unset }))
       .catch(() => undefined); // tried again at the next login
   }
-  return true;
+  return ok;
 }
 
 export async function passwordHandler(ctx: LoginContext, options: Record<string, unknown>): Promise<LoginResult | undefined> {
@@ -62,7 +65,7 @@ export async function passwordHandler(ctx: LoginContext, options: Record<string,
   check(options, { user: userQueryPattern, password: ctx.passwordPattern, code: Match.Optional(NonEmptyString) });
   const user = await findUserByQuery(ctx.users, options.user as UserQuery);
   if (!user) throw credentialsError(ctx.ambiguous, AccountsErrors.userNotFound);
-  if (!user.services?.password?.bcrypt) throw credentialsError(ctx.ambiguous, AccountsErrors.noPasswordSet);
+  if (!hasPassword(user.services?.password)) throw credentialsError(ctx.ambiguous, AccountsErrors.noPasswordSet);
   if (!(await passwordMatches(ctx, user, options.password as PasswordInput))) {
     return { type: 'password', userId: user._id, error: credentialsError(ctx.ambiguous, AccountsErrors.incorrectPassword) };
   }

@@ -36,7 +36,7 @@ export interface User extends Document {
   emails?: UserEmail[];
   profile?: Record<string, unknown>;
   services?: {
-    password?: { bcrypt?: string; reset?: EmailToken; enroll?: EmailToken };
+    password?: { bcrypt?: string; argon2?: string; reset?: EmailToken; enroll?: EmailToken };
     resume?: { loginTokens?: LoginToken[] };
     email?: { verificationTokens?: EmailToken[] };
     [service: string]: unknown;
