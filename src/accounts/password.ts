@@ -10,6 +10,7 @@
  * back when argon2 is turned off).
  */
 import { createHash } from 'node:crypto';
+import type * as Argon2 from '@node-rs/argon2';
 import bcrypt from 'bcryptjs';
 import { Match, type Pattern } from '../validation/check.js';
 
@@ -58,7 +59,7 @@ export function roundsOf(hash: string): number {
   return Number(hash.substring(4, 6));
 }
 
-type Argon2Module = typeof import('@node-rs/argon2');
+type Argon2Module = typeof Argon2;
 let argon2Module: Promise<Argon2Module> | undefined;
 
 function argon2(): Promise<Argon2Module> {
