@@ -109,6 +109,14 @@ describe('accounts: passwords and users (embedded store)', () => {
     assert.deepEqual(errorOf(await call(peer, 'login', { user: { username: 'ada' }, password: { digest: 'short', algorithm: 'sha-256' } })), matchFailed);
     assert.deepEqual(errorOf(await call(peer, 'login', { user: { username: 'ada' }, password: 'x'.repeat(257) })), matchFailed);
     assert.deepEqual(errorOf(await call(peer, 'login', 'not an object')), matchFailed);
+    // Query operators where strings belong never reach a selector.
+    assert.deepEqual(errorOf(await call(peer, 'login', { user: { username: { $ne: null } }, password: digest('x') })), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'login', { resume: { $ne: null } })), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'createUser', { username: { $gt: '' }, password: digest('x') })), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'resetPassword', { $ne: null }, digest('x'))), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'verifyEmail', { $ne: null })), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'forgotPassword', { email: { $regex: '.' } })), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'login', { user: { username: 'ada' }, password: digest('s3cret'), extra: 1 })), matchFailed);
     assert.deepEqual(errorOf(await call(peer, 'login', { foo: 1 })), { error: 400, reason: 'Unrecognized options for login request' });
     assert.deepEqual(errorOf(await call(peer, 'createUser', { password: digest('x') })), { error: 400, reason: 'Need to set a username or email' });
     assert.deepEqual(errorOf(await call(peer, 'createUser', { username: 'reserved', password: digest('x') })), { error: 403, reason: 'User validation failed' });
