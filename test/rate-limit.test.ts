@@ -12,6 +12,7 @@ import { Random } from '../src/ddp/random.js';
 import { MemoryRateLimitStore } from '../src/rate-limit/rate-limit-memory.js';
 import { RedisRateLimitStore } from '../src/rate-limit/rate-limit-redis.js';
 import { rateLimiter } from '../src/rate-limit/index.js';
+import { rateLimitMetrics } from '../src/rate-limit/rate-limit-metrics.js';
 import { HOW_TO_START } from './databases.js';
 import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
 import { rateLimitSuite } from './suites/rate-limit.js';
@@ -43,7 +44,7 @@ describe('rate limits on the wire', () => {
     for (const t of servers) await t.close();
   });
 
-  async function limitedServer(store = new MemoryRateLimitStore()): Promise<TestServer> {
+  async function limitedServer(store: MemoryRateLimitStore | RedisRateLimitStore = new MemoryRateLimitStore()): Promise<TestServer> {
     const t = await startServer((server) => {
       server.methods({ work: () => 'done' });
       server.publish('feed', function () {
@@ -100,6 +101,24 @@ describe('rate limits on the wire', () => {
     assert.equal(results.filter((m) => (m.error as Message | undefined)?.error === 'too-many-requests').length, n - 3);
     assert.deepEqual(results.slice(0, 3).map((m) => m.id), ['f0', 'f1', 'f2'], 'in order');
     peer.close();
+  });
+
+  it('lets calls through, and counts it, while the Redis store cannot be reached', async () => {
+    const { createServer: net } = await import('node:net');
+    // A port nothing listens on: taken and released at once.
+    const probe = net().listen(0, '127.0.0.1');
+    await new Promise((r) => probe.once('listening', r));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise((r) => probe.close(r));
+    const redis = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
+    redis.on('error', () => undefined);
+    const t = await limitedServer(new RedisRateLimitStore(redis));
+    const before = rateLimitMetrics.storeErrors.get();
+    const peer = await RawPeer.connected(t.wsUrl);
+    for (let i = 0; i < 5; i++) assert.equal((await peer.call(`d${i}`, 'work')).result.result, 'done', 'allowed although over the limit');
+    assert.equal(rateLimitMetrics.storeErrors.get() - before, 5);
+    peer.close();
+    redis.disconnect();
   });
 
   it('shares counts between two servers through Redis (REDIS_URL)', { skip: redisUrl ? false : 'Redis is not running' }, async () => {
