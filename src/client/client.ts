@@ -11,7 +11,7 @@ import { METEOR_BACKOFF, retryDelay, type BackoffOptions } from './backoff.js';
 import { Connection, type WebSocketConstructor } from './connection.js';
 import { deferred, type Deferred } from './deferred.js';
 import { isDocumentMessage, type Document } from './documents.js';
-import { Emitter } from './emitter.js';
+import { Emitter, ListenerSet } from './emitter.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
 import { Resync, type DataMessage } from './resync.js';
 import { LocalStore, type ClientCollection } from './store.js';
@@ -81,6 +81,7 @@ export class DDPClient extends Emitter<ClientEvents> {
   private retries = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private pendingConnect: Deferred<string> | undefined;
+  private readonly reconnectHooks = new ListenerSet<[]>();
 
   constructor(url: string, options: DDPClientOptions = {}) {
     super();
@@ -167,6 +168,15 @@ export class DDPClient extends Emitter<ClientEvents> {
     return promise as Promise<Result>;
   }
 
+  /**
+   * Runs `callback` on every reconnect, before the client re-sends its calls and
+   * subscriptions (Meteor's `onReconnect`): a call made there goes first, so a
+   * resume login precedes the subscriptions it affects. Returns a remover.
+   */
+  onReconnect(callback: () => void): () => void {
+    return this.reconnectHooks.add(callback);
+  }
+
   /** Subscribes to a publication, now or on the next connection. */
   subscribe(name: string, ...params: unknown[]): Subscription {
     const subscription = this.subscriptions.create(name, params.map(clone));
@@ -213,6 +223,7 @@ export class DDPClient extends Emitter<ClientEvents> {
   private connected(session: string): void {
     this.session = session;
     this.retries = 0;
+    if (this.hadSession) this.reconnectHooks.notify();
     const outstanding = this.methods.unsent();
     // Meteor's order: methods first (a re-sent login precedes the subscriptions it affects).
     for (const message of outstanding) this.sendMethod(message);

@@ -17,6 +17,7 @@ import type { DdpSocket } from '../transport/socket.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import { HttpRoutes, type HealthReport } from './http.js';
 import type { PublicationStrategy } from './merge-box.js';
+import { runDispatchHooks, type DispatchEvent, type DispatchHook } from './dispatch-hooks.js';
 import type { MethodHandler } from './method-invocation.js';
 import { Session, type SessionServer, type SessionSettings } from './session.js';
 import { sessionMetrics } from './server-metrics.js';
@@ -56,6 +57,8 @@ export class PerseidServer implements SessionServer {
   private readonly universal: PublishHandler[] = [];
   private readonly strategies = new Map<string, PublicationStrategy>();
   private readonly connectionCallbacks: Array<(connection: ConnectionHandle) => void> = [];
+  private readonly dispatchHooks: DispatchHook[] = [];
+  private readonly closeHooks: Array<() => unknown> = [];
   private readonly sessions = new Set<Session>();
   private readonly sockets = new Set<DdpSocket>();
   private readonly transport: TransportEndpoint;
@@ -157,6 +160,22 @@ export class PerseidServer implements SessionServer {
     return this;
   }
 
+  /**
+   * Runs `hook` before every method call and subscription (once its handler is
+   * found); a hook that throws refuses the call with that error (see dispatch-hooks.ts).
+   */
+  beforeDispatch(hook: DispatchHook): this {
+    if (typeof hook !== 'function') throw new TypeError('A dispatch hook must be a function');
+    this.dispatchHooks.push(hook);
+    return this;
+  }
+
+  /** Runs `hook` once the server has closed (to release what a plugin opened: timers, clients). */
+  onClose(hook: () => unknown): this {
+    this.closeHooks.push(hook);
+    return this;
+  }
+
   /** Starts listening; resolves with the address. */
   listen(port = 3000, host = '127.0.0.1'): Promise<{ url: string; port: number; host: string }> {
     return new Promise((resolve, reject) => {
@@ -199,6 +218,13 @@ export class PerseidServer implements SessionServer {
       this.httpServer.closeAllConnections();
     });
     for (const socket of this.sockets) socket.terminate();
+    for (const hook of this.closeHooks.splice(0)) {
+      try {
+        await hook();
+      } catch (error) {
+        this.log.error('an onClose hook failed', { error });
+      }
+    }
   }
 
   get sessionCount(): number {
@@ -226,6 +252,10 @@ export class PerseidServer implements SessionServer {
 
   universalPublications(): readonly PublishHandler[] {
     return this.universal;
+  }
+
+  dispatching(event: DispatchEvent): Promise<void> | undefined {
+    return runDispatchHooks(this.dispatchHooks, event);
   }
 
   strategyOf(collection: string): PublicationStrategy {

@@ -4,7 +4,7 @@
  * (or calls `this.unblock()`) and a subscription until its initial data is sent.
  */
 import { encodeMessage, type EncodedMessage } from '../ddp/encoded.js';
-import { Errors, toClientError } from '../ddp/errors.js';
+import { Errors, toClientError, type DDPError } from '../ddp/errors.js';
 import {
   negotiateVersion,
   parseClientMessage,
@@ -21,6 +21,7 @@ import { WriteFence } from '../reactive/write-fence.js';
 import { runInWriteScope } from '../reactive/write-scope.js';
 import type { DdpSocket } from '../transport/socket.js';
 import { clientAddress, exposedHeaders, type ConnectionHandle } from './connection-handle.js';
+import type { DispatchEvent } from './dispatch-hooks.js';
 import { Heartbeat } from './heartbeat.js';
 import { MergeBox, type PublicationStrategy } from './merge-box.js';
 import { MethodInvocation, type MethodHandler } from './method-invocation.js';
@@ -46,6 +47,8 @@ export interface SessionServer {
   method(name: string): MethodHandler | undefined;
   publication(name: string): PublishHandler | undefined;
   universalPublications(): readonly PublishHandler[];
+  /** Runs the server's dispatch hooks; rejects (or throws) to refuse the call. */
+  dispatching(event: DispatchEvent): Promise<void> | undefined;
   strategyOf(collection: string): PublicationStrategy;
   sessionOpened(session: Session): void;
   sessionClosed(session: Session): void;
@@ -269,6 +272,8 @@ export class Session implements SubscriptionHost {
     const invocation = new MethodInvocation(message.method, this.connection, this, unblock, message.randomSeed, randomStream);
     let reply: ServerMessage;
     try {
+      const hooked = this.server.dispatching(this.dispatchEvent('method', message.method, message.params));
+      if (hooked) await hooked;
       const result = await runInWriteScope({ fence, randomStream }, () => handler.apply(invocation, message.params));
       reply = result === undefined ? { msg: 'result', id: message.id } : { msg: 'result', id: message.id, result };
     } catch (error) {
@@ -292,10 +297,28 @@ export class Session implements SubscriptionHost {
       this.send({ msg: 'nosub', id: message.id, error: Errors.subscriptionNotFound({ name: message.name }).toJSON() });
       return;
     }
+    try {
+      const hooked = this.server.dispatching(this.dispatchEvent('subscription', message.name, message.params));
+      if (hooked) await hooked;
+    } catch (error) {
+      this.send({ msg: 'nosub', id: message.id, error: this.refusal(error, message.name).toJSON() });
+      return;
+    }
     sessionMetrics.subscriptions.inc();
     const subscription = new Subscription(this, message.id, message.name, message.params, handler);
     this.subscriptions.set(message.id, subscription);
     await subscription.run(unblock);
+  }
+
+  private dispatchEvent(type: DispatchEvent['type'], name: string, params: readonly unknown[]): DispatchEvent {
+    const { connection } = this;
+    return { type, name, userId: this.userId, connectionId: this.id, clientAddress: connection.clientAddress, params, connection };
+  }
+
+  private refusal(error: unknown, name: string): DDPError {
+    const { error: clientError, expected } = toClientError(error);
+    if (!expected) this.log.error('a dispatch hook failed', { sub: name, session: this.id, error });
+    return clientError;
   }
 
   private stopSubscription(id: string): void {
