@@ -76,6 +76,9 @@ function explainLoadError(error: unknown, file: string): StartupError {
     const bare = missing && !missing.startsWith('.') && !missing.startsWith('/');
     return new StartupError(`${name} could not load its imports: ${message}${bare ? ` (npm install ${missing.split('/').slice(0, missing.startsWith('@') ? 2 : 1).join('/')})` : ''}`, error);
   }
+  // tsx (esbuild) reports a TypeScript syntax error as "Transform failed", the place on the next line.
+  const transform = /^(\/[^\n]+?):(\d+:\d+): ERROR: (.+)$/m.exec(error instanceof Error ? error.message : '');
+  if (message.startsWith('Transform failed') && transform) return new StartupError(`syntax error in ${shown(transform[1]!)}:${transform[2]}: ${transform[3]}`, error);
   if (error instanceof SyntaxError) {
     // A syntax error thrown by running code (JSON.parse, new Function) has the app's frame; one from parsing has none.
     const where = appLocation(error) ?? (TYPESCRIPT_FILE.test(file) ? undefined : syntaxErrorLocation(pathToFileURL(file).href));

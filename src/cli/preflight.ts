@@ -3,7 +3,7 @@
  * be bound, that the data directory can be made and written, that Redis
  * answers. Each failure is a StartupError saying what to change.
  */
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants, statSync, type Stats } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { redactedUrl } from '../log.js';
@@ -28,7 +28,7 @@ export function listenFailure(error: NodeJS.ErrnoException, port: number, host: 
 
 /** Binds and releases `port` on `host`, so a taken port is reported before the data directory is made. */
 export async function checkPort(port: number, host: string): Promise<void> {
-  if (port === 0) return; // any free port: nothing to check
+  // Port 0 too: the host may not be an address of this machine.
   await new Promise<void>((resolvePort, reject) => {
     const probe = createServer();
     probe.once('error', (error: NodeJS.ErrnoException) => reject(listenFailure(error, port, host) ?? error));
@@ -36,15 +36,26 @@ export async function checkPort(port: number, host: string): Promise<void> {
   });
 }
 
+/** The path's stat, or undefined when nothing is there (or a file stands where a parent directory should). */
+function statOf(path: string): Stats | undefined {
+  try {
+    return statSync(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw error;
+  }
+}
+
 /** The directory itself if it exists, else its nearest existing ancestor (which must be a directory we may write in). */
 export function checkDataDir(dir: string): void {
   const path = resolve(dir);
   const remedy = 'choose another with --data-dir or PERSEID_DATA_DIR';
-  const stat = statSync(path, { throwIfNoEntry: false });
+  const stat = statOf(path);
   if (stat && !stat.isDirectory()) throw new StartupError(`the data directory ${dir} is a file, not a directory: remove it, or ${remedy}`);
   let existing = path;
-  while (!statSync(existing, { throwIfNoEntry: false })) existing = dirname(existing);
-  if (!statSync(existing).isDirectory()) throw new StartupError(`the data directory ${dir} cannot be created: ${existing} is a file; ${remedy}`);
+  while (!statOf(existing)) existing = dirname(existing);
+  if (!statOf(existing)!.isDirectory()) throw new StartupError(`the data directory ${dir} cannot be created: ${existing} is a file; ${remedy}`);
   try {
     accessSync(existing, constants.W_OK | constants.X_OK);
   } catch {
