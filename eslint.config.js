@@ -82,7 +82,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['examples/*/public/**/*.js', 'templates/*/public/**/*.js'],
+    files: ['examples/*/public/**/*.js', 'templates/*/public/**/*.js', 'docs/samples/readme/page.js'],
     languageOptions: { globals: globals.browser },
   },
 );
