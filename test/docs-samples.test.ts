@@ -19,7 +19,7 @@ import { createCommand } from '../src/cli/create.js';
 import { devCommand } from '../src/cli/dev.js';
 import { loadCommand } from '../src/cli/load.js';
 import { startCommand } from '../src/cli/start.js';
-import { DDPClient } from '../src/client/node.js';
+import { AccountsClient, DDPClient, type TokenStorage } from '../src/client/node.js';
 import { runScenario } from '../src/load/run-scenario.js';
 import type { PerseidServer } from '../src/server/app.js';
 import { parseFencedBlocks, type FencedBlock } from './docs-blocks.js';
@@ -145,6 +145,47 @@ const RUNS: Record<string, () => Promise<void>> = {
       assert.deepEqual(report.errors, {});
       assert.ok((report.measures.addNote?.count ?? 0) >= 6, JSON.stringify(report.measures));
     } finally {
+      await t.close();
+    }
+  },
+  'docs/samples/accounts/notes.ts': async () => {
+    const app = await sample<{ setup: Setup }>('docs/samples/accounts/notes.ts');
+    const t = await startServer((server) => {
+      app.setup(server);
+      server.methods({
+        dropMyConnection(this: { connection: { close(): void } }) {
+          setTimeout(() => this.connection.close(), 10);
+        },
+      });
+    });
+    const client = new DDPClient(t.url, { backoff: { minTimeout: 50, maxTimeout: 200 } });
+    const items = new Map<string, string>();
+    const storage: TokenStorage = { getItem: (k) => items.get(k) ?? null, setItem: (k, v) => void items.set(k, v), removeItem: (k) => void items.delete(k) };
+    const accounts = new AccountsClient(client, storage);
+    try {
+      await assert.rejects(client.call('addNote', 'anonymous'), { error: 401 });
+      await assert.rejects(accounts.createUser({ username: 'al', password: 'pw' }), { error: 403, reason: 'User validation failed' });
+      const userId = await accounts.createUser({ username: 'ada', password: 'correct horse' });
+      assert.equal(accounts.userId, userId);
+      assert.ok(items.get('perseid.loginToken'));
+      const notes = client.collection<{ text: string }>('notes');
+      await client.subscribe('myNotes').ready;
+      await client.call('addNote', 'hello');
+      assert.deepEqual(notes.find().map((n) => n.text), ['hello']);
+      await assert.rejects(client.call('addNote', { $ne: 1 }), { error: 400, reason: 'Match failed' });
+      const outcomes = await Promise.allSettled(Array.from({ length: 6 }, (_v, i) => client.call('addNote', `n${i}`)));
+      assert.ok(outcomes.some((o) => o.status === 'rejected' && (o.reason as { error?: unknown }).error === 'too-many-requests'));
+      // The server drops the connection: the client resumes with its token before resubscribing.
+      const sessionBefore = client.sessionId;
+      await client.call('dropMyConnection');
+      await eventually(() => client.status === 'connected' && client.sessionId !== sessionBefore, 'the reconnect');
+      assert.equal(accounts.userId, userId);
+      await eventually(() => notes.find().some((n) => n.text === 'hello'), "the user's notes after the resume");
+      await accounts.logout();
+      await eventually(() => notes.find().length === 0, 'the notes gone after logout');
+      assert.equal(items.size, 0);
+    } finally {
+      client.disconnect();
       await t.close();
     }
   },
