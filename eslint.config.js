@@ -17,12 +17,13 @@ const LAYERS = {
   reactive: ['data', 'query', 'ddp', 'metrics'],
   collections: ['reactive', 'data', 'query', 'ddp', 'metrics'],
   transport: ['ddp', 'metrics'],
-  server: ['transport', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
-  cluster: ['server', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
+  jobs: ['collections', 'coordination', 'data', 'ddp', 'metrics'],
+  server: ['transport', 'jobs', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
+  cluster: ['server', 'jobs', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
   client: ['ddp'],
   load: ['client', 'ddp'],
 };
-const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'transport', 'server', 'cluster', 'client', 'load', 'cli'];
+const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'jobs', 'transport', 'server', 'cluster', 'autoscale', 'client', 'load', 'cli'];
 
 function layerRules() {
   return Object.entries(LAYERS).map(([folder, allowed]) => {

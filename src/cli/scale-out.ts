@@ -122,7 +122,7 @@ export function readScaleOut(values: Parsed['values'], env: NodeJS.ProcessEnv): 
 }
 
 /** Where the cluster's shared keys live: one namespace per database, so apps sharing a Redis stay apart. */
-function keyPrefix(mongoUrl: string): string {
+export function keyPrefix(mongoUrl: string): string {
   const db = new URL(mongoUrl.replace(/^mongodb(\+srv)?:/, 'http:')).pathname.slice(1) || 'test';
   return `perseid:${db}:`;
 }
@@ -151,6 +151,7 @@ export async function joinCluster(
   front: { routeConnections(router: ConnectionRouter): unknown; onDrain(hook: () => Promise<void>): unknown; readonly connectionCount: number },
   load: () => LoadFigures,
   log: Logger,
+  role = 'all',
 ): Promise<Joined> {
   let store: DiscoveryStore;
   let close = async () => undefined as void;
@@ -164,7 +165,7 @@ export async function joinCluster(
     close = async () => redis.disconnect();
   }
   const membership = new ClusterMembership(
-    { id, url: config.publicUrl!, internalUrl: config.internalUrl, balancer: config.balancer, store, intervalMs: config.intervalMs, log: log.child('cluster') },
+    { id, url: config.publicUrl!, internalUrl: config.internalUrl, balancer: config.balancer, role, store, intervalMs: config.intervalMs, log: log.child('cluster') },
     load,
     () => front.connectionCount,
   );

@@ -9,9 +9,10 @@ import { isWorker, primaryFeedLink, serveAsWorker } from '../cluster/worker.js';
 import { openDatabase, setDefaultDatabase, type Database } from '../collections/database.js';
 import { openMongoStore, type ChangeSourceChoice } from '../data/mongo/store.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
-import { createServer, DEFAULT_COMPRESSION, type PerseidServer } from '../server/app.js';
+import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerRole } from '../server/app.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { readRole, roleOptions, startJobs } from './jobs-role.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
 export const startCommand: CommandSpec = {
@@ -51,6 +52,7 @@ export const startCommand: CommandSpec = {
       help: 'On SIGTERM, close open connections spread over this long, so clients reconnect elsewhere gradually',
     },
     ...scaleOutOptions,
+    ...roleOptions,
   },
   details: [
     'The app module\'s default export is called with the server before it starts listening:',
@@ -92,9 +94,9 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
 }
 
 /** Opens the database, creates the server and runs the app module's setup on it. */
-async function bootApp(appPath: string, database: Database, compression: CompressionOptions | false): Promise<PerseidServer> {
+async function bootApp(appPath: string, database: Database, compression: CompressionOptions | false, role: ServerRole): Promise<PerseidServer> {
   setDefaultDatabase(database);
-  const server = createServer({ compression });
+  const server = createServer({ compression, role });
   const app = (await import(pathToFileURL(resolve(appPath)).href)) as { default?: unknown };
   if (typeof app.default !== 'function') throw new UsageError(`${appPath} has no default export function (server) => { ... }`);
   await (app.default as (server: PerseidServer) => unknown)(server);
@@ -150,6 +152,9 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
   const workers = workerCount(values.workers);
   const scale = readScaleOut(values, env);
+  const role = readRole(values);
+  if (role === 'jobs' && workers > 0) throw new UsageError('--role jobs runs no clients: it needs no --workers (run several jobs processes instead).');
+  if (role === 'jobs' && scale.balancer) throw new UsageError('--role jobs serves no clients, so it cannot be a --balancer.');
   const id = processId();
   // Every process of a fan-out cluster (workers too) hears the bus itself.
   const fanout = scale.fanout && (isWorker() || workers === 0) ? await openFanout(scale, id, log) : undefined;
@@ -159,9 +164,10 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     // Forked by a primary: the same app, fed by the bus or by the primary's change feed, serving what it hands over.
     const feed = env.PERSEID_CHANGE_SOURCE === 'ipc' ? { link: primaryFeedLink(), name: env.PERSEID_MACHINE_FEED ?? 'change feed' } : undefined;
     const database = await openDatabase({ feed, fanout: fanout?.store });
-    const server = await bootApp(appPath, database, compression);
+    const server = await bootApp(appPath, database, compression, role);
     await serveAsWorker(server);
-    process.once('SIGTERM', () => void server.close().then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
+    const stopJobs = await startJobs(server, database, values, env, id, log);
+    process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
     return server;
   }
 
@@ -186,10 +192,11 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       // A polled database has no feed to share: each worker polls for itself.
       workerEnv: feedStore ? { ...env, PERSEID_CHANGE_SOURCE: polling ? 'poll' : 'ipc', PERSEID_MACHINE_FEED: feedStore.changes.name } : env,
       feed: feedStore && !polling ? { changes: feedStore.changes, poke: (collection) => feedStore.poke(collection) } : undefined,
+      role: role === 'web' ? 'web' : 'all',
       log,
     });
     const bound = await primary.listen(port, host);
-    const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log) : undefined;
+    const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log, role) : undefined;
     log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
       app: appPath,
       workers,
@@ -207,11 +214,12 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   }
 
   const database = await openDatabase({ dataDir: String(values['data-dir']), fsync: values.fsync === true, fanout: fanout?.store });
-  const server = await bootApp(appPath, database, compression);
+  const server = await bootApp(appPath, database, compression, role);
   const bound = await server.listen(port, host);
   const monitor = new LoadMonitor(() => server.sessionCount);
-  const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log) : undefined;
+  const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;
   if (!joined) monitor.stop();
+  const stopJobs = await startJobs(server, database, values, env, id, log);
   log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
     app: appPath,
     store: database.driver.kind,
@@ -219,12 +227,14 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     compression: compression ? compression.threshold : 'off',
     fanout: fanout ? 'redis' : undefined,
     cluster: joined?.membership.id,
+    role,
   });
+  // Jobs stop alongside the drain (running attempts may finish), before the database closes.
   const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
   onSignals(
     log,
-    () => server.drain(drainMs).then(after),
-    () => server.close().then(after),
+    () => Promise.all([server.drain(drainMs), stopJobs()]).then(after),
+    () => Promise.all([server.close(), stopJobs()]).then(after),
   );
   return server;
 }
