@@ -20,6 +20,7 @@ const LAYERS = {
   jobs: ['collections', 'coordination', 'data', 'ddp', 'metrics'],
   server: ['transport', 'jobs', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
   cluster: ['server', 'jobs', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
+  autoscale: ['cluster', 'metrics'],
   client: ['ddp'],
   load: ['client', 'ddp'],
 };

@@ -2,6 +2,7 @@
 /** The `perseid` command. */
 import { helpText, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { DatabaseUnavailableError } from '../data/driver.js';
+import { autoscaleCommand, runAutoscale } from './autoscale.js';
 import { loadCommand, runLoadCommand } from './load.js';
 import { runStart, startCommand } from './start.js';
 
@@ -14,6 +15,7 @@ interface Command {
 const commands: Record<string, Command> = {
   start: { spec: startCommand, run: (parsed) => runStart(parsed).then(() => undefined) },
   load: { spec: loadCommand, run: (parsed) => runLoadCommand(parsed) },
+  autoscale: { spec: autoscaleCommand, run: (parsed) => runAutoscale(parsed).then(() => undefined) },
 };
 
 function overview(): string {

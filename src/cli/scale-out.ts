@@ -139,6 +139,16 @@ export async function openFanout(config: ScaleOut, id: string, log: Logger): Pro
   return { bus, store: { bus, serverId: id, relay } };
 }
 
+/** The registry the servers of a cluster share: in Redis (namespaced by the database's name) or in the app's MongoDB. */
+export function openDiscoveryStore(config: Pick<ScaleOut, 'discovery' | 'redisUrl' | 'mongoUrl'>): { store: DiscoveryStore; close(): Promise<void> } {
+  if (config.discovery === 'mongo') {
+    const client = new MongoClient(config.mongoUrl!, { serverSelectionTimeoutMS: 10000 });
+    return { store: new MongoDiscoveryStore(client.db()), close: () => client.close() };
+  }
+  const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 2 });
+  return { store: new RedisDiscoveryStore(redis, `${keyPrefix(config.mongoUrl!)}servers:`), close: async () => redis.disconnect() };
+}
+
 export interface Joined {
   membership: ClusterMembership;
   close(): Promise<void>;
@@ -153,17 +163,7 @@ export async function joinCluster(
   log: Logger,
   role = 'all',
 ): Promise<Joined> {
-  let store: DiscoveryStore;
-  let close = async () => undefined as void;
-  if (config.discovery === 'mongo') {
-    const client = new MongoClient(config.mongoUrl!, { serverSelectionTimeoutMS: 10000 });
-    store = new MongoDiscoveryStore(client.db());
-    close = () => client.close();
-  } else {
-    const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 2 });
-    store = new RedisDiscoveryStore(redis, `${keyPrefix(config.mongoUrl!)}servers:`);
-    close = async () => redis.disconnect();
-  }
+  const { store, close } = openDiscoveryStore(config);
   const membership = new ClusterMembership(
     { id, url: config.publicUrl!, internalUrl: config.internalUrl, balancer: config.balancer, role, store, intervalMs: config.intervalMs, log: log.child('cluster') },
     load,

@@ -61,7 +61,7 @@ export class ClusterMembership implements ConnectionRouter {
     this.discovery = new Discovery(
       options.store,
       id,
-      () => ({ url, internalUrl: internal && withoutTrailingSlash(internal), balancer: options.balancer, role: options.role ?? 'all', ...load() }),
+      () => ({ url, internalUrl: internal && withoutTrailingSlash(internal), balancer: options.balancer, role: options.role ?? 'all', host: hostname(), ...load() }),
       { intervalMs: options.intervalMs, ttlMs: options.ttlMs, log: options.log },
     );
     this.balancer = new Balancer(this.discovery, connections);
