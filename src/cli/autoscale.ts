@@ -1,13 +1,10 @@
-/** `perseid autoscale`: turn the cluster's load, as discovery reports it, into a server count, and act on it. */
+/**
+ * `perseid autoscale`: turn the cluster's load, as discovery reports it, into
+ * a server count, and act on it. The autoscaler's modules (prom-client among
+ * them) load only when the command runs, not with every `perseid` command.
+ */
 import { resolve } from 'node:path';
 import type { Actuator } from '../autoscale/actuator.js';
-import { CommandActuator } from '../autoscale/actuator-command.js';
-import { KubernetesActuator } from '../autoscale/actuator-kubernetes.js';
-import { LocalActuator } from '../autoscale/actuator-local.js';
-import { MemoryActuator } from '../autoscale/actuator-memory.js';
-import { AutoscaleMetrics } from '../autoscale/autoscale-metrics.js';
-import { Autoscaler } from '../autoscale/autoscaler.js';
-import { serveMetrics } from '../autoscale/exporter.js';
 import { configProblem, METRICS, type Metric, type PolicyConfig, type Rule } from '../autoscale/policy.js';
 import { createLogger, redactedUrl, setLogLevel, type LogLevel } from '../log.js';
 import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
@@ -88,21 +85,25 @@ export function policyFrom(values: Parsed['values']): PolicyConfig {
   return policy;
 }
 
-function actuatorFrom(values: Parsed['values'], log: ReturnType<typeof createLogger>): Actuator {
+async function actuatorFrom(values: Parsed['values'], log: ReturnType<typeof createLogger>): Promise<Actuator> {
   const chosen = ['local', 'scale-command', 'kubernetes', 'dry-run'].filter((k) => values[k] !== undefined && values[k] !== false);
   if (chosen.length !== 1) {
     throw new UsageError(chosen.length ? `choose one of --${chosen.join(', --')}` : 'say how to scale: --local <app>, --scale-command "<cmd {n}>", --kubernetes <deployment> or --dry-run');
   }
   if (typeof values.local === 'string') {
+    const { LocalActuator } = await import('../autoscale/actuator-local.js');
     return new LocalActuator({ app: resolve(values.local), args: (values['local-arg'] as string[] | undefined) ?? [], log: log.child('local') });
   }
   if (typeof values['scale-command'] === 'string') {
     if (!values['scale-command'].includes('{n}')) throw new UsageError('--scale-command must contain {n}, where the count goes');
+    const { CommandActuator } = await import('../autoscale/actuator-command.js');
     return new CommandActuator({ template: values['scale-command'], log: log.child('command') });
   }
   if (typeof values.kubernetes === 'string') {
+    const { KubernetesActuator } = await import('../autoscale/actuator-kubernetes.js');
     return new KubernetesActuator({ deployment: values.kubernetes, namespace: values.namespace as string | undefined, log: log.child('kubernetes') });
   }
+  const { MemoryActuator } = await import('../autoscale/actuator-memory.js');
   return new MemoryActuator();
 }
 
@@ -123,7 +124,12 @@ export async function runAutoscale(parsed: Parsed, env: NodeJS.ProcessEnv = proc
   if (!mongoUrl) throw new UsageError('perseid autoscale reads the cluster\'s registry: set MONGO_URL (and REDIS_URL for a registry in Redis) as the servers have them.');
   if (discovery === 'redis' && !redisUrl) throw new UsageError('Discovery in Redis needs REDIS_URL (or use --discovery mongo).');
   const metricsPort = integerOption(values, 'metrics-port', 0, 65535);
-  const actuator = actuatorFrom(values, log);
+  const actuator = await actuatorFrom(values, log);
+  const [{ AutoscaleMetrics }, { Autoscaler }, { serveMetrics }] = await Promise.all([
+    import('../autoscale/autoscale-metrics.js'),
+    import('../autoscale/autoscaler.js'),
+    import('../autoscale/exporter.js'),
+  ]);
 
   const registry = openDiscoveryStore({ discovery, redisUrl, mongoUrl });
   const metrics = new AutoscaleMetrics();

@@ -50,7 +50,8 @@ export async function startJobs(
   holder: string,
   log: Logger,
 ): Promise<() => Promise<void>> {
-  if (server.role === 'web') return async () => undefined;
+  // A web process never runs jobs; an app that defines none needs no engine (nor its queries every poll).
+  if (server.role === 'web' || server.jobs.names.length === 0) return async () => undefined;
   const leaseTtlMs = integerOption(values, 'jobs-lease-ms', 300, 3_600_000)!;
   const pollMs = integerOption(values, 'jobs-poll-ms', 10, 3_600_000)!;
   const concurrency = integerOption(values, 'jobs-concurrency', 1, 1000)!;

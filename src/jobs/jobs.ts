@@ -102,6 +102,11 @@ export class Jobs {
     return this.store().runs.findOneAsync({ _id: id });
   }
 
+  /** The names of the jobs defined so far. */
+  get names(): string[] {
+    return [...this.definitions.keys()];
+  }
+
   /** Whether this process runs jobs (started, not stopped). */
   get started(): boolean {
     return this.scheduler !== undefined;
