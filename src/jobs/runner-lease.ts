@@ -19,6 +19,8 @@ export class RunnerLease {
   private timer: NodeJS.Timeout | undefined;
   private incarnation = 0;
   private renewing: Promise<void> = Promise.resolve();
+  /** When the lease was last confirmed ours (ms). */
+  private confirmedAt = 0;
 
   constructor(
     private readonly leases: LeaseFactory,
@@ -42,11 +44,16 @@ export class RunnerLease {
     this.timer.unref();
   }
 
-  /** Checks the lease now (before a claim after a long pause, say); resolves with whether it is still held. */
-  async check(): Promise<boolean> {
+  /**
+   * The lease, confirmed recently enough to claim runs under it. After a
+   * stall (renewals overdue) it is checked first, so a process that wakes up
+   * does not claim runs under a token that was taken over while it slept.
+   */
+  async fresh(): Promise<{ holder: string; token: number } | undefined> {
+    if (this.current && Date.now() - this.confirmedAt <= this.ttlMs / 2) return this.current;
     await this.renewing;
     await (this.renewing = this.renew());
-    return this.current !== undefined;
+    return this.current;
   }
 
   async stop(): Promise<void> {
@@ -72,6 +79,7 @@ export class RunnerLease {
     }
     this.lease = lease;
     this.current = { holder, token };
+    this.confirmedAt = Date.now();
   }
 
   private async renew(): Promise<void> {
@@ -85,7 +93,10 @@ export class RunnerLease {
       this.log.warn('could not renew the runner lease', { error: (error as Error).message });
       return;
     }
-    if (before && token === before.token) return;
+    if (before && token === before.token) {
+      this.confirmedAt = Date.now();
+      return;
+    }
     // Taken over while we stalled (or renewed into a new token after a takeover): give up what we had.
     if (before) {
       this.log.warn('the runner lease was taken over; runs claimed under it are retried elsewhere', { holder: before.holder });

@@ -33,6 +33,9 @@ export interface SchedulerOptions {
   log: Logger;
 }
 
+/** Due runs a late timer queues at most, per schedule (beyond that the process was away, not late). */
+const MAX_CATCH_UP = 20;
+
 /** Most urgent first; equals in random order, so processes polling together do not all reach for the same run. */
 function spread(runs: JobRun[]): JobRun[] {
   return runs
@@ -51,6 +54,7 @@ export class Scheduler {
   private draining: Promise<void> | undefined;
   private drainAgain = false;
   private sweeping: Promise<void> | undefined;
+  private lastSweepTick = Date.now();
   private stopped = false;
 
   constructor(
@@ -73,7 +77,8 @@ export class Scheduler {
   }
 
   async start(): Promise<void> {
-    const { history, pollMs, leaseTtlMs, retentionMs } = this.options;
+    const { options } = this;
+    const { history, pollMs, leaseTtlMs, retentionMs } = options;
     await history.ensureIndexes();
     await this.runner.start();
     this.armSchedules();
@@ -86,7 +91,16 @@ export class Scheduler {
       this.kick();
       void history.countDue(new Date(), this.names()).then((n) => jobsMetrics.queued.set(n), () => undefined);
     });
-    every(Math.max(50, Math.floor(leaseTtlMs / 2)), () => void this.sweep());
+    const sweepEvery = Math.max(50, Math.floor(leaseTtlMs / 2));
+    this.lastSweepTick = Date.now();
+    every(sweepEvery, () => {
+      // A tick this late means this process stalled (a GC pause, a starved CPU, a paused VM); whatever stalled it
+      // may have stalled the other runners too, whose renewals are now due: judge them at the next tick instead.
+      const late = Date.now() - this.lastSweepTick - sweepEvery;
+      this.lastSweepTick = Date.now();
+      if (late > leaseTtlMs / 3) options.log.debug('this process was stalled; not judging other runners this round', { lateMs: late });
+      else void this.sweep();
+    });
     every(Math.min(3_600_000, Math.max(1000, Math.floor(retentionMs / 10))), () => void this.prune());
     this.kick();
     void this.sweep();
@@ -161,17 +175,23 @@ export class Scheduler {
   private async dueNow(): Promise<void> {
     const now = Date.now();
     for (const def of this.definitions.values()) {
-      const due = this.nextDue.get(def.name);
-      if (!def.schedule || !due || due.getTime() > now) continue;
-      try {
-        // False when another process queued it first: then it is still ours to claim, maybe.
-        await this.options.history.addScheduled(def.name, due, def.priority);
-      } catch (error) {
-        this.options.log.warn('could not queue a scheduled run', { job: def.name, due: due.toISOString(), error: (error as Error).message });
+      let due = this.nextDue.get(def.name);
+      // Every due time passed, oldest first: a process whose timer fired late (a stall) queues the runs it missed,
+      // which other processes may have queued already (then its copies are refused as duplicates).
+      for (let caughtUp = 0; def.schedule && due && due.getTime() <= now; caughtUp++) {
+        if (caughtUp === MAX_CATCH_UP) {
+          this.options.log.warn('too many due runs missed; skipping to the next', { job: def.name, from: due.toISOString() });
+          due = def.schedule.next(new Date(now));
+          break;
+        }
+        try {
+          await this.options.history.addScheduled(def.name, due, def.priority);
+        } catch (error) {
+          this.options.log.warn('could not queue a scheduled run', { job: def.name, due: due.toISOString(), error: (error as Error).message });
+        }
+        due = def.schedule.next(due);
       }
-      // The next due time after this one, skipping any this process was too late for (another process may have made them).
-      const next = def.schedule.next(new Date(Math.max(due.getTime(), Date.now())));
-      if (next) this.nextDue.set(def.name, next);
+      if (due) this.nextDue.set(def.name, due);
       else this.nextDue.delete(def.name);
     }
     this.armSchedules();
@@ -181,7 +201,7 @@ export class Scheduler {
   private async drain(): Promise<void> {
     const { history, concurrency } = this.options;
     while (!this.stopped && this.active.size < concurrency) {
-      const held = this.runner.held;
+      const held = await this.runner.fresh();
       if (!held) return;
       const names = this.names();
       if (names.length === 0) return;
