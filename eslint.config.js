@@ -17,16 +17,18 @@ const LAYERS = {
   reactive: ['data', 'query', 'ddp', 'metrics'],
   collections: ['reactive', 'data', 'query', 'ddp', 'metrics'],
   transport: ['ddp', 'metrics'],
-  server: ['transport', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
+  jobs: ['collections', 'coordination', 'data', 'ddp', 'metrics'],
+  server: ['transport', 'jobs', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
   'rate-limit': ['server', 'ddp', 'metrics'],
   validation: ['ddp'],
   accounts: ['server', 'rate-limit', 'validation', 'collections', 'data', 'ddp', 'metrics'],
-  cluster: ['server', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
+  cluster: ['server', 'jobs', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
+  autoscale: ['cluster', 'metrics'],
   client: ['ddp'],
   load: ['client', 'ddp'],
   testing: [], // runs the CLI as a process: imports nothing of ours
 };
-const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'transport', 'server', 'rate-limit', 'validation', 'accounts', 'cluster', 'client', 'load', 'testing', 'cli'];
+const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'jobs', 'transport', 'server', 'rate-limit', 'validation', 'accounts', 'cluster', 'autoscale', 'client', 'load', 'testing', 'cli'];
 
 function layerRules() {
   return Object.entries(LAYERS).map(([folder, allowed]) => {
