@@ -9,9 +9,12 @@ import { isWorker, primaryFeedLink, serveAsWorker } from '../cluster/worker.js';
 import { openDatabase, setDefaultDatabase, type Database } from '../collections/database.js';
 import { openMongoStore, type ChangeSourceChoice } from '../data/mongo/store.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
-import { createServer, DEFAULT_COMPRESSION, type PerseidServer } from '../server/app.js';
+import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerOptions } from '../server/app.js';
+import { forwardedCountFromEnv } from '../server/connection-handle.js';
 import type { CompressionOptions } from '../transport/frames.js';
+import { parseAllowedOrigins } from '../transport/origins.js';
 import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { protectionOptions, readProtection } from './protection.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
 export const startCommand: CommandSpec = {
@@ -51,6 +54,7 @@ export const startCommand: CommandSpec = {
       help: 'On SIGTERM, close open connections spread over this long, so clients reconnect elsewhere gradually',
     },
     ...scaleOutOptions,
+    ...protectionOptions,
   },
   details: [
     'The app module\'s default export is called with the server before it starts listening:',
@@ -62,6 +66,8 @@ export const startCommand: CommandSpec = {
     '',
     'With MONGO_URL set, collections live in MongoDB instead of the embedded store.',
     'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) stops at once.',
+    '/perseid/stats answers loopback only, or, with PERSEID_ADMIN_TOKEN set, requests sending it as Authorization: Bearer <token>.',
+    'An unexpected exception outside any one connection is logged with its stack and exits with status 1, for a supervisor to restart.',
   ].join('\n'),
 };
 
@@ -92,9 +98,9 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
 }
 
 /** Opens the database, creates the server and runs the app module's setup on it. */
-async function bootApp(appPath: string, database: Database, compression: CompressionOptions | false): Promise<PerseidServer> {
+async function bootApp(appPath: string, database: Database, options: ServerOptions): Promise<PerseidServer> {
   setDefaultDatabase(database);
-  const server = createServer({ compression });
+  const server = createServer(options);
   const app = (await import(pathToFileURL(resolve(appPath)).href)) as { default?: unknown };
   if (typeof app.default !== 'function') throw new UsageError(`${appPath} has no default export function (server) => { ... }`);
   await (app.default as (server: PerseidServer) => unknown)(server);
@@ -112,6 +118,21 @@ function workerCount(raw: string | boolean | string[] | undefined): number {
 function shownUrl(host: string, port: number): string {
   const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   return `http://${shown}:${port}`;
+}
+
+/**
+ * The last resort: an exception nothing caught (no client input can cause one:
+ * each connection's handling is contained) leaves state that cannot be
+ * trusted, so it is logged, stack and all, on one line, and the process exits
+ * for its supervisor to restart it.
+ */
+function exitOnUncaught(log: Logger): void {
+  const fatal = (kind: string) => (error: unknown) => {
+    log.error(`${kind}: exiting (state after an unexpected exception cannot be trusted; a supervisor should restart the server)`, { error });
+    process.exit(1);
+  };
+  process.on('uncaughtException', fatal('uncaught exception'));
+  process.on('unhandledRejection', fatal('unhandled promise rejection'));
 }
 
 /** SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C, stops now; a second signal exits. */
@@ -144,9 +165,11 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   if (!LEVELS.includes(level)) throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
   setLogLevel(level as LogLevel);
   const log = createLogger(isWorker() ? `worker ${env.PERSEID_WORKER_ID}` : 'perseid');
+  exitOnUncaught(log);
   const port = integerOption(values, 'port', 0, 65535)!;
   const host = String(values.host);
   const compression = compressionOption(values.compression as string | undefined, env);
+  const serverOptions: ServerOptions = { compression, ...readProtection(values) };
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
   const workers = workerCount(values.workers);
   const scale = readScaleOut(values, env);
@@ -159,7 +182,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     // Forked by a primary: the same app, fed by the bus or by the primary's change feed, serving what it hands over.
     const feed = env.PERSEID_CHANGE_SOURCE === 'ipc' ? { link: primaryFeedLink(), name: env.PERSEID_MACHINE_FEED ?? 'change feed' } : undefined;
     const database = await openDatabase({ feed, fanout: fanout?.store });
-    const server = await bootApp(appPath, database, compression);
+    const server = await bootApp(appPath, database, serverOptions);
     await serveAsWorker(server);
     process.once('SIGTERM', () => void server.close().then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
     return server;
@@ -186,6 +209,9 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       // A polled database has no feed to share: each worker polls for itself.
       workerEnv: feedStore ? { ...env, PERSEID_CHANGE_SOURCE: polling ? 'poll' : 'ipc', PERSEID_MACHINE_FEED: feedStore.changes.name } : env,
       feed: feedStore && !polling ? { changes: feedStore.changes, poke: (collection) => feedStore.poke(collection) } : undefined,
+      allowedOrigins: serverOptions.allowedOrigins ?? parseAllowedOrigins(''),
+      forwardedCount: forwardedCountFromEnv(env),
+      contentSecurityPolicy: serverOptions.contentSecurityPolicy,
       log,
     });
     const bound = await primary.listen(port, host);
@@ -207,7 +233,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   }
 
   const database = await openDatabase({ dataDir: String(values['data-dir']), fsync: values.fsync === true, fanout: fanout?.store });
-  const server = await bootApp(appPath, database, compression);
+  const server = await bootApp(appPath, database, serverOptions);
   const bound = await server.listen(port, host);
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log) : undefined;

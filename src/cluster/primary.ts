@@ -13,6 +13,7 @@ import type { Logger } from '../log.js';
 import { metrics } from '../metrics/registry.js';
 import type { ChangeSource } from '../data/change-source.js';
 import { HttpRoutes, type HealthReport } from '../server/http.js';
+import { originAllowed, type AllowedOrigins } from '../transport/origins.js';
 import { isWebSocketPath, pathOf, sockjsSessionOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import { ChangeForwarder } from './change-forwarder.js';
@@ -30,6 +31,11 @@ export interface PrimaryOptions {
   workerEnv: NodeJS.ProcessEnv;
   /** The machine's change feed, when the database has one to share. */
   feed?: { changes: ChangeSource; poke(collection: string): void };
+  /** Pages allowed to connect (the workers check their own connections; the primary answers `/sockjs/info`). */
+  allowedOrigins: AllowedOrigins;
+  forwardedCount: number;
+  /** Content-Security-Policy of the static files the primary serves. */
+  contentSecurityPolicy?: string | false;
   log: Logger;
 }
 
@@ -60,7 +66,7 @@ export class Primary {
       onMessage: (worker, message) => {
         if (message.type === 'watch') this.forwarder?.setWatched(link(worker), message.collections);
         else if (message.type === 'poke') options.feed?.poke(message.collection);
-        else if (message.type === 'ready' && message.publicDir && !this.routes.hasPublicDir) this.routes = new HttpRoutes(message.publicDir, () => this.health());
+        else if (message.type === 'ready' && message.publicDir && !this.routes.hasPublicDir) this.routes = this.routes.withPublicDir(message.publicDir);
       },
       onExit: (worker) => {
         const l = links.get(worker);
@@ -68,7 +74,7 @@ export class Primary {
         links.delete(worker);
       },
     });
-    this.routes = new HttpRoutes(undefined, () => this.health());
+    this.routes = new HttpRoutes({ health: () => this.health(), contentSecurityPolicy: options.contentSecurityPolicy });
     metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
     this.httpServer = createServer((req, res) => this.request(req, res));
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
@@ -150,7 +156,7 @@ export class Primary {
   private request(req: IncomingMessage, res: ServerResponse): void {
     const path = pathOf(req.url);
     if (path === '/sockjs/info') {
-      answerSockjsInfo(req, res, this.door.sockjsBaseUrl());
+      answerSockjsInfo(req, res, this.door.sockjsBaseUrl(), originAllowed(req, this.options.allowedOrigins, this.options.forwardedCount));
       return;
     }
     if (path.startsWith('/sockjs/')) {

@@ -1,6 +1,8 @@
 /**
- * Plain HTTP next to DDP: a health endpoint, the browser build of the client,
- * and the application's static files.
+ * Plain HTTP next to DDP: a health endpoint, the counters (for operators
+ * only, see admin-access.ts), the browser build of the client, and the
+ * application's static files, which browsers may not sniff into another type
+ * and which carry a Content-Security-Policy.
  */
 import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -8,6 +10,23 @@ import { fileURLToPath } from 'node:url';
 import serveStatic from 'serve-static';
 import { metrics } from '../metrics/registry.js';
 import { pathOf } from '../transport/paths.js';
+import { adminAccessFromEnv, guardAdmin, type AdminAccess } from './admin-access.js';
+
+/**
+ * Pages load scripts, styles, images and fonts from the server itself and
+ * talk to it (DDP, fetch); nothing inline, no plugins, not framed by others.
+ */
+export const DEFAULT_CONTENT_SECURITY_POLICY =
+  "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'self'";
+
+export interface HttpOptions {
+  publicDir?: string | undefined;
+  health: () => HealthReport;
+  /** Who may read `/perseid/stats` (default: from the environment). */
+  admin?: AdminAccess;
+  /** The policy sent with static files, or false for none. */
+  contentSecurityPolicy?: string | false;
+}
 
 export interface HealthReport {
   status: 'ok' | 'draining';
@@ -23,14 +42,30 @@ function notFound(res: ServerResponse): void {
 }
 
 export class HttpRoutes {
+  readonly publicDir: string | undefined;
   private readonly serveFiles: ReturnType<typeof serveStatic> | undefined;
+  private readonly health: () => HealthReport;
+  private readonly admin: AdminAccess;
   private clientBundle: Promise<Buffer> | undefined;
 
-  constructor(
-    readonly publicDir: string | undefined,
-    private readonly health: () => HealthReport,
-  ) {
-    this.serveFiles = publicDir ? serveStatic(publicDir, { index: ['index.html'] }) : undefined;
+  constructor(readonly options: HttpOptions) {
+    this.publicDir = options.publicDir;
+    this.health = options.health;
+    this.admin = options.admin ?? adminAccessFromEnv();
+    const policy = options.contentSecurityPolicy ?? DEFAULT_CONTENT_SECURITY_POLICY;
+    this.serveFiles = this.publicDir
+      ? serveStatic(this.publicDir, {
+          index: ['index.html'],
+          setHeaders: (res) => {
+            if (policy) res.setHeader('content-security-policy', policy);
+          },
+        })
+      : undefined;
+  }
+
+  /** The same routes serving `publicDir` instead. */
+  withPublicDir(publicDir: string | undefined): HttpRoutes {
+    return new HttpRoutes({ ...this.options, publicDir });
   }
 
   get hasPublicDir(): boolean {
@@ -39,6 +74,7 @@ export class HttpRoutes {
 
   handle(req: IncomingMessage, res: ServerResponse): void {
     const path = pathOf(req.url);
+    res.setHeader('x-content-type-options', 'nosniff');
     if (path === '/health') {
       const report = this.health();
       res.writeHead(report.status === 'ok' ? 200 : 503, { 'content-type': 'application/json', 'cache-control': 'no-store' });
@@ -46,6 +82,7 @@ export class HttpRoutes {
       return;
     }
     if (path === '/perseid/stats') {
+      if (!guardAdmin(req, res, this.admin)) return;
       res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
       res.end(JSON.stringify({ ...metrics.snapshot(), ...metrics.describeSections() }));
       return;

@@ -8,8 +8,8 @@ import type { EncodedMessage } from '../ddp/encoded.js';
 export interface SocketHandlers {
   /** One DDP message (a JSON text) from the client. */
   message(text: string): void;
-  /** A message larger than the configured limit arrived and was dropped unread. */
-  oversize(bytes: number): void;
+  /** The transport refused something the client sent (too large, binary) and dropped it unread; `reason` is a DDP error reason. */
+  refused(reason: string): void;
   close(): void;
 }
 
@@ -19,8 +19,12 @@ export interface DdpSocket {
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
   readonly headers: IncomingHttpHeaders;
-  /** Bytes accepted for sending and not yet handed to the kernel. */
+  /** Bytes queued for the client and not yet handed to the kernel, whatever the transport. */
   readonly bufferedBytes: number;
+  /** False while the client has a high-water mark of output unread, or the server's output budget holds it back. */
+  readonly writable: boolean;
+  /** Resolves true once `writable`, false after `timeoutMs` or when the connection closes. */
+  whenWritable(timeoutMs: number): Promise<boolean>;
   setHandlers(handlers: SocketHandlers): void;
   /** Queues a message; queued messages go out together at the end of the event-loop turn. */
   send(message: EncodedMessage): void;
