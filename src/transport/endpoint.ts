@@ -95,8 +95,12 @@ export class TransportEndpoint {
     const perMessageDeflate = options.compression ? { serverNoContextTakeover: true, clientNoContextTakeover: true } : false;
     // maxPayload is what `ws` counts a message against: every fragment's length as
     // its header arrives, and the inflated bytes as they come out of zlib.
-    this.rawWss = new WebSocketServer({ noServer: true, clientTracking: false, maxPayload: options.maxMessageSize, perMessageDeflate });
-    this.sockjsWss = new WebSocketServer({ noServer: true, clientTracking: false, maxPayload: sockjsEnvelopeSize(options.maxMessageSize), perMessageDeflate });
+    // allowSynchronousEvents off: `ws` hands over one message per event-loop turn
+    // and connection, so a client that pipelines thousands of messages in one
+    // packet takes its turn with everyone else's instead of ahead of them.
+    const shared = { noServer: true, clientTracking: false, perMessageDeflate, allowSynchronousEvents: false };
+    this.rawWss = new WebSocketServer({ ...shared, maxPayload: options.maxMessageSize });
+    this.sockjsWss = new WebSocketServer({ ...shared, maxPayload: sockjsEnvelopeSize(options.maxMessageSize) });
     for (const wss of [this.rawWss, this.sockjsWss]) wss.on('headers', (headers, request) => this.negotiated.set(request, headers));
 
     const server = sockjs.createServer({
