@@ -61,6 +61,8 @@ export interface ServerOptions {
   allowedOrigins?: AllowedOrigins;
   /** Proxies in front of the server (default HTTP_FORWARDED_COUNT, else 0). */
   httpForwardedCount?: number;
+  /** Token `/perseid/stats` requires (`Authorization: Bearer ...`) from everyone (default PERSEID_ADMIN_TOKEN); without one it answers loopback only. */
+  adminToken?: string;
   /** Content-Security-Policy of static files (default DEFAULT_CONTENT_SECURITY_POLICY); false for none. */
   contentSecurityPolicy?: string | false;
   /** Directory of static files served over HTTP. */
@@ -131,7 +133,12 @@ export class PerseidServer implements SessionServer {
       (socket) => this.accept(socket),
       this.log.child('transport'),
     );
-    this.routes = new HttpRoutes({ publicDir: options.publicDir, health: () => this.health(), contentSecurityPolicy: options.contentSecurityPolicy });
+    this.routes = new HttpRoutes({
+      publicDir: options.publicDir,
+      health: () => this.health(),
+      admin: { token: options.adminToken ?? (process.env.PERSEID_ADMIN_TOKEN || undefined), forwardedCount },
+      contentSecurityPolicy: options.contentSecurityPolicy,
+    });
     this.httpServer = createHttpServer((req, res) => {
       res.setHeader('server', 'perseid');
       if (this.door.routing && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.door.sockjsBaseUrl(), this.transport.originAllowed(req));
