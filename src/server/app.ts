@@ -157,6 +157,16 @@ export class PerseidServer implements SessionServer {
     return this;
   }
 
+  /**
+   * Says that SockJS's HTTP requests reach this server through a workers'
+   * primary (which adds itself to X-Forwarded-For), so clients are told apart
+   * by their own address, not the primary's.
+   */
+  servedThroughPrimary(): this {
+    this.transport.sockjsOwnProxies = 1;
+    return this;
+  }
+
   /** Runs `hook` first when the server drains (leaving a cluster's registry, say). */
   onDrain(hook: () => Promise<void>): this {
     this.door.onDrain(hook);
@@ -311,7 +321,7 @@ export class PerseidServer implements SessionServer {
       socket.close(DRAINING.code, DRAINING.reason);
       return;
     }
-    const address = clientAddress(socket.remoteAddress, socket.headers, this.settings.forwardedCount);
+    const address = clientAddress(socket.remoteAddress, socket.headers, this.settings.forwardedCount + socket.ownProxies);
     if (!this.addressLimit.take(address)) {
       sessionMetrics.connectionsRefused.inc();
       this.log.debug('refused a connection: too many from its address', { address, limit: this.addressLimit.limit });

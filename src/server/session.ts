@@ -107,7 +107,7 @@ export class Session implements SubscriptionHost {
       get id() {
         return sessionId();
       },
-      clientAddress: clientAddress(socket.remoteAddress, socket.headers, server.settings.forwardedCount),
+      clientAddress: clientAddress(socket.remoteAddress, socket.headers, server.settings.forwardedCount + socket.ownProxies),
       httpHeaders: exposedHeaders(socket.headers),
       onClose: (callback) => {
         if (this.state === 'closed') callback();

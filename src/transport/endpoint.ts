@@ -83,6 +83,8 @@ export class TransportEndpoint {
   private readonly negotiated = new WeakMap<IncomingMessage, string[]>();
   private readonly sockjsSockets = new Set<WebSocketConnection>();
   private readonly heartbeatTimer: NodeJS.Timeout;
+  /** Proxies of our own in front of SockJS's HTTP requests: 1 in a worker, whose primary passes them on. */
+  sockjsOwnProxies = 0;
 
   constructor(
     private readonly options: TransportOptions,
@@ -122,6 +124,7 @@ export class TransportEndpoint {
           maxBufferedBytes: options.maxBufferedBytes,
           outputHighWater: outputHighWater(options.maxBufferedBytes),
           budget: this.budget,
+          ownProxies: this.sockjsOwnProxies,
           log,
         }),
       );

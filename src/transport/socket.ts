@@ -19,6 +19,12 @@ export interface DdpSocket {
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
   readonly headers: IncomingHttpHeaders;
+  /**
+   * Proxies of Perseid's own between the client and this socket, each of which
+   * added itself to X-Forwarded-For (a workers' primary passing on SockJS
+   * requests); counted on top of HTTP_FORWARDED_COUNT.
+   */
+  readonly ownProxies: number;
   /** Bytes queued for the client and not yet handed to the kernel, whatever the transport. */
   readonly bufferedBytes: number;
   /** False while the client has a high-water mark of output unread, or the server's output budget holds it back. */

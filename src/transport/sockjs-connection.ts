@@ -23,6 +23,8 @@ export interface SockjsConnectionOptions {
   maxBufferedBytes: number;
   outputHighWater: number;
   budget: OutputBudget;
+  /** See DdpSocket.ownProxies. */
+  ownProxies: number;
   log: Logger;
 }
 
@@ -43,6 +45,7 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
   readonly headers: Record<string, string>;
+  readonly ownProxies: number;
   private handlers: SocketHandlers | undefined;
   private closed = false;
   /** Characters written into the session's buffer since it was last empty. */
@@ -57,6 +60,7 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
     this.remoteAddress = conn.remoteAddress;
     this.remotePort = conn.remotePort;
     this.headers = conn.headers;
+    this.ownProxies = options.ownProxies;
     this.gate = new OutputGate(() => this.bufferedBytes, options.outputHighWater, POLL_MS);
     // sockjs calls this from its request handlers: an exception here would escape them.
     conn.on('data', (text: unknown) => {

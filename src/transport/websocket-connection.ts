@@ -53,6 +53,8 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
   readonly headers: IncomingMessage['headers'];
+  /** Upgrades are handed over as the client's own socket, never proxied by us. */
+  readonly ownProxies = 0;
   private handlers = NO_HANDLERS;
   private pending: EncodedMessage[] = [];
   /** Characters of the queued messages (their frames are built at flush). */
