@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Collection } from '../src/collections/collection.js';
 import { createWithSeeds } from '../src/ddp/random.js';
-import { fuzzMessages } from './fuzz-corpus.js';
+import { fuzzMessages } from '../scripts/fuzz/generate.js';
 import { RawPeer, startServer, type TestServer } from './helpers.js';
 import { SockjsPeer } from './processes.js';
 

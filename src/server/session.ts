@@ -270,8 +270,9 @@ export class Session implements SubscriptionHost {
       // A reply or initial data is built only once the client has read what it has.
       if (message.msg !== 'unsub' && !this.socket.writable) {
         sessionMetrics.outputWaits.inc();
-        if (!(await this.socket.whenWritable(writableWaitMs))) {
-          if (this.state === 'open') {
+        const outcome = await this.socket.whenWritable(writableWaitMs);
+        if (outcome !== 'writable') {
+          if (outcome === 'timeout') {
             this.log.warn('dropping a client that does not read its replies', { session: this.id, buffered: this.socket.bufferedBytes });
             this.socket.terminate();
           }

@@ -6,10 +6,12 @@
  * client that does not read stops costing memory instead of piling it up.
  */
 
+export type GateOutcome = 'writable' | 'closed' | 'timeout';
+
 export class OutputGate {
   private held = false;
   private closed = false;
-  private waiters: Array<(open: boolean) => void> = [];
+  private waiters: Array<(outcome: GateOutcome) => void> = [];
   private pollTimer: NodeJS.Timeout | undefined;
 
   /**
@@ -27,19 +29,19 @@ export class OutputGate {
     return !this.closed && !this.held && this.buffered() < this.highWater;
   }
 
-  /** Resolves true once the gate is open, false after `timeoutMs` or when the connection closes. */
-  wait(timeoutMs: number): Promise<boolean> {
-    if (this.open) return Promise.resolve(true);
-    if (this.closed) return Promise.resolve(false);
+  /** Resolves once the gate is open, or the connection closes, or after `timeoutMs`: which of them. */
+  wait(timeoutMs: number): Promise<GateOutcome> {
+    if (this.closed) return Promise.resolve('closed');
+    if (this.open) return Promise.resolve('writable');
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== settle);
         this.stopPolling();
-        resolve(false);
+        resolve('timeout');
       }, timeoutMs);
-      const settle = (open: boolean) => {
+      const settle = (outcome: GateOutcome) => {
         clearTimeout(timer);
-        resolve(open);
+        resolve(outcome);
       };
       this.waiters.push(settle);
       if (this.pollMs !== undefined && !this.pollTimer) this.pollTimer = setInterval(() => this.recheck(), this.pollMs);
@@ -59,19 +61,19 @@ export class OutputGate {
   /** Call when output drained: wakes the waiters if the gate is open now. */
   recheck(): void {
     if (this.waiters.length === 0 || !this.open) return;
-    this.settleAll(true);
+    this.settleAll('writable');
   }
 
   close(): void {
     this.closed = true;
-    this.settleAll(false);
+    this.settleAll('closed');
   }
 
-  private settleAll(open: boolean): void {
+  private settleAll(outcome: GateOutcome): void {
     const waiters = this.waiters;
     this.waiters = [];
     this.stopPolling();
-    for (const settle of waiters) settle(open);
+    for (const settle of waiters) settle(outcome);
   }
 
   private stopPolling(): void {

@@ -29,8 +29,8 @@ export interface DdpSocket {
   readonly bufferedBytes: number;
   /** False while the client has a high-water mark of output unread, or the server's output budget holds it back. */
   readonly writable: boolean;
-  /** Resolves true once `writable`, false after `timeoutMs` or when the connection closes. */
-  whenWritable(timeoutMs: number): Promise<boolean>;
+  /** Resolves once `writable`, or when the connection closes, or after `timeoutMs`: which of them. */
+  whenWritable(timeoutMs: number): Promise<'writable' | 'closed' | 'timeout'>;
   setHandlers(handlers: SocketHandlers): void;
   /** Queues a message; queued messages go out together at the end of the event-loop turn. */
   send(message: EncodedMessage): void;

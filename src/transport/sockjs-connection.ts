@@ -13,7 +13,7 @@ import type { EncodedMessage } from '../ddp/encoded.js';
 import { ProtocolErrors } from '../ddp/messages.js';
 import type { Logger } from '../log.js';
 import type { BudgetMember, OutputBudget } from './output-budget.js';
-import { OutputGate } from './output-gate.js';
+import { OutputGate, type GateOutcome } from './output-gate.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
 import { transportMetrics } from './transport-metrics.js';
 import { BROKEN_FRAMING, INTERNAL_ERROR } from './websocket-connection.js';
@@ -95,7 +95,7 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
     return this.gate.open;
   }
 
-  whenWritable(timeoutMs: number): Promise<boolean> {
+  whenWritable(timeoutMs: number): Promise<GateOutcome> {
     return this.gate.wait(timeoutMs);
   }
 

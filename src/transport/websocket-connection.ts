@@ -19,7 +19,7 @@ import type { Logger } from '../log.js';
 import { BatchCache, scheduleFlush, type Flushable } from './flush.js';
 import { frameFor, textFrame, type CompressionOptions, type FrameVariant } from './frames.js';
 import type { BudgetMember, OutputBudget } from './output-budget.js';
-import { OutputGate } from './output-gate.js';
+import { OutputGate, type GateOutcome } from './output-gate.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
 import { transportMetrics } from './transport-metrics.js';
 
@@ -96,7 +96,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     return this.gate.open;
   }
 
-  whenWritable(timeoutMs: number): Promise<boolean> {
+  whenWritable(timeoutMs: number): Promise<GateOutcome> {
     return this.gate.wait(timeoutMs);
   }
 
