@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import WebSocket from 'ws';
 import { EJSON } from '../src/ddp/ejson.js';
+import { CollectionView } from '../src/server/merge-box.js';
 import { FrameReader, httpRequest, openRawWebSocket, SockjsXhrSession, textFrame, type ServerFrame } from '../scripts/fuzz/wire.js';
 import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
 import { exited, SockjsPeer, startPerseid } from './processes.js';
@@ -267,6 +268,46 @@ describe('frames and bodies beyond the limits', () => {
     const polled = await session.poll();
     assert.deepEqual(polled.closed, [3000, 'Broken framing.']);
     await bystanderWorks();
+  });
+});
+
+describe("an exception in one connection's handling", () => {
+  it('closes that connection only: the server and the other subscribers carry on', async () => {
+    const t = await startServer((server, { collection }) => {
+      const items = collection('items');
+      server.publish('items', () => items.find());
+      server.methods({ add: (n: unknown) => items.insertAsync({ n }) });
+    });
+    // A fault in the merge box, injected for the first subscriber the change reaches: bugs cannot be made to order.
+    const original = CollectionView.prototype.added;
+    let armed = false;
+    CollectionView.prototype.added = function (this: CollectionView, ...args: Parameters<CollectionView['added']>) {
+      if (armed) {
+        armed = false;
+        throw new Error('injected fault');
+      }
+      return original.apply(this, args);
+    };
+    try {
+      const [a, b, writer] = await Promise.all([1, 2, 3].map(() => RawPeer.connected(t.wsUrl)));
+      for (const peer of [a!, b!]) {
+        peer.send({ msg: 'sub', id: 's', name: 'items' });
+        await peer.next((m) => m.msg === 'ready');
+      }
+      armed = true;
+      const { result } = await writer!.call('w', 'add', [1]);
+      assert.equal(result.error, undefined, 'the write succeeds');
+      const [broken, whole] = await Promise.race([a!.waitClosed().then(() => [a!, b!]), b!.waitClosed().then(() => [b!, a!])]);
+      assert.ok(broken!.closed);
+      assert.equal((await whole!.next((m) => m.msg === 'added')).collection, 'items', 'the other subscriber got the change');
+      assert.equal(whole!.closed, undefined);
+      assert.equal((await writer!.call('w2', 'add', [2])).result.error, undefined, 'the server carries on');
+      await whole!.next((m) => m.msg === 'added');
+      for (const peer of [whole!, writer!]) peer.close();
+    } finally {
+      CollectionView.prototype.added = original;
+      await t.close();
+    }
   });
 });
 
