@@ -146,10 +146,13 @@ export class WebSocketFuzzer {
 
   private read(socket: Socket, rest: Buffer): void {
     const reader = new FrameReader();
+    // A SockJS close frame (`c[code,reason]`) is followed by a WebSocket close: count the first only.
+    let counted = false;
     const onData = (chunk: Buffer) => {
       for (const frame of reader.push(chunk)) {
         if (frame.opcode === OPCODE.close) {
-          this.tallies.closes.add(`${this.transport} ${frame.payload.length >= 2 ? frame.payload.readUInt16BE(0) : 'no code'}`);
+          if (!counted) this.tallies.closes.add(`${this.transport} ${frame.payload.length >= 2 ? frame.payload.readUInt16BE(0) : 'no code'}`);
+          counted = true;
           socket.end(); // rather than answer the close frame: the server may then drop the connection at once
           continue;
         }
@@ -157,7 +160,10 @@ export class WebSocketFuzzer {
         const text = frame.payload.toString();
         if (this.framing === 'raw') this.reply(text);
         else if (text.startsWith('a')) for (const m of JSON.parse(text.slice(1)) as string[]) this.reply(m);
-        else if (text.startsWith('c')) this.tallies.closes.add(`${this.transport} ${(JSON.parse(text.slice(1)) as [number])[0]}`);
+        else if (text.startsWith('c') && !counted) {
+          this.tallies.closes.add(`${this.transport} ${(JSON.parse(text.slice(1)) as [number])[0]}`);
+          counted = true;
+        }
       }
     };
     socket.on('data', onData);
