@@ -1,6 +1,7 @@
 /** perseid: the server. */
 export { createServer, PerseidServer, DEFAULT_COMPRESSION, type ServerOptions } from './server/app.js';
 export type { MethodHandler } from './server/method-invocation.js';
+export type { DispatchEvent, DispatchHook } from './server/dispatch-hooks.js';
 export { MethodInvocation } from './server/method-invocation.js';
 export { Subscription, type PublishHandler } from './server/subscription.js';
 export type { ConnectionHandle } from './server/connection-handle.js';
@@ -17,3 +18,15 @@ export { ObjectID } from './ddp/object-id.js';
 export { Random } from './ddp/random.js';
 export { metrics } from './metrics/registry.js';
 export { createLogger, setLogLevel, type Logger, type LogLevel } from './log.js';
+export {
+  rateLimiter,
+  RateLimiter,
+  MemoryRateLimitStore,
+  RedisRateLimitStore,
+  type RateLimiterSetup,
+  type RateLimitInput,
+  type RateLimitMatcher,
+  type RateLimitReply,
+  type RateLimitStore,
+} from './rate-limit/index.js';
+export { validated, validate, check, Match, MatchError, type Pattern } from './validation/index.js';

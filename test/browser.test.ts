@@ -42,11 +42,20 @@ describe('the tasks page in headless Chromium', { skip }, () => {
     await t?.close();
   });
 
-  it('adds a task from the form and shows it live', async () => {
+  it('starts with an empty state and no "remove all yours"', async () => {
+    await page.waitForFunction(() => document.querySelector('#summary')?.textContent === '0 tasks, 0 yours');
+    assert.equal(await page.isVisible('#empty'), true);
+    assert.equal(await page.isVisible('#clear'), false);
+  });
+
+  it('adds a task from the form and shows it live, counted in the singular', async () => {
     await page.fill('#description', 'Written in the browser');
-    await page.click('button[type="submit"]');
+    await page.click('#add button[type="submit"]');
     await page.waitForSelector('li.mine >> text=Written in the browser');
-    assert.equal(await page.textContent('#mine'), '1');
+    await page.waitForFunction(() => document.querySelector('#summary')?.textContent === '1 task, 1 yours');
+    assert.equal(await page.isVisible('#empty'), false);
+    assert.equal(await page.isVisible('#clear'), true);
+    assert.equal(await page.textContent('li.mine .by'), 'anonymous');
   });
 
   it('shows tasks other clients add and remove, and its Remove button works', async () => {
@@ -66,11 +75,61 @@ describe('the tasks page in headless Chromium', { skip }, () => {
 
       await client.call('insertTask', { description: 'another', sessionId: 'node' });
       await page.click('#clear');
-      await page.waitForFunction(() => document.querySelector('#mine')?.textContent === '0');
+      await page.waitForFunction(() => document.querySelector('#summary')?.textContent?.endsWith(', 0 yours'));
       assert.equal(await page.locator('li').count(), 1, "only the Node client's task is left");
+      assert.equal(await page.isVisible('#clear'), false, 'nothing of yours left to remove');
     } finally {
       client.disconnect();
     }
+  });
+
+  it('signs up, shows who added a task, stays signed in across a reload, logs out and in again', async () => {
+    await page.fill('#username', 'pagetester');
+    await page.fill('#password', 'correct horse');
+    await page.click('#sign-up');
+    await page.waitForSelector('#signed-in:not([hidden])');
+    await page.waitForFunction(() => document.querySelector('#who')?.textContent === 'pagetester');
+    await page.fill('#description', 'Signed-in task');
+    await page.click('#add button[type="submit"]');
+    await page.waitForSelector('li >> text=Signed-in task');
+    await page.waitForFunction(() => [...document.querySelectorAll('li .by')].some((el) => el.textContent === 'by pagetester'));
+    const user = await t.database.driver.collection('users').find({ collection: 'users', selector: { username: 'pagetester' } });
+    assert.match(String((user.docs[0] as { services: { password: { bcrypt: string } } }).services.password.bcrypt), /^\$2[ab]\$10\$/);
+
+    await page.reload();
+    await page.waitForFunction(() => document.querySelector('#who')?.textContent === 'pagetester', undefined, { timeout: 10000 });
+
+    await page.click('#log-out');
+    await page.waitForSelector('#login:not([hidden])');
+    await page.fill('#username', 'pagetester');
+    await page.fill('#password', 'wrong');
+    await page.click('#log-in');
+    await page.waitForFunction(() => document.querySelector('#account-error')?.textContent === 'Something went wrong. Please check your credentials.');
+    await page.fill('#password', 'correct horse');
+    await page.click('#log-in');
+    await page.waitForFunction(() => document.querySelector('#who')?.textContent === 'pagetester');
+  });
+
+  it('shows a task added while offline as pending until the server has it', async () => {
+    await page.evaluate(() => {
+      // Hold the socket's outgoing frames, as a dead network would.
+      const proto = WebSocket.prototype as WebSocket & { heldSend?: typeof WebSocket.prototype.send };
+      proto.heldSend = proto.send;
+      (window as unknown as { held: unknown[] }).held = [];
+      proto.send = function (data) {
+        (window as unknown as { held: Array<[WebSocket, unknown]> }).held.push([this, data]);
+      };
+    });
+    await page.fill('#description', 'Added offline');
+    await page.click('#add button[type="submit"]');
+    await page.waitForSelector('li.pending >> text=Added offline');
+    await page.evaluate(() => {
+      const proto = WebSocket.prototype as WebSocket & { heldSend?: typeof WebSocket.prototype.send };
+      proto.send = proto.heldSend!;
+      for (const [socket, data] of (window as unknown as { held: Array<[WebSocket, string]> }).held) socket.send(data);
+    });
+    await page.waitForSelector('li:not(.pending) >> text=Added offline');
+    assert.equal(await page.locator('li.pending').count(), 0);
   });
 
   it('ran without errors in the page', () => {

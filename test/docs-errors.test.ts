@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { errorCatalogue } from '../src/ddp/errors.js';
 import '../src/index.js';
+import '../src/accounts/index.js';
 
 interface Row {
   id: string;

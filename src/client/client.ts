@@ -11,7 +11,8 @@ import { METEOR_BACKOFF, retryDelay, type BackoffOptions } from './backoff.js';
 import { Connection, type WebSocketConstructor } from './connection.js';
 import { deferred, type Deferred } from './deferred.js';
 import { isDocumentMessage, type Document } from './documents.js';
-import { Emitter } from './emitter.js';
+import { Emitter, ListenerSet } from './emitter.js';
+import { defaultHotCodePush, reloadPage, watchVersion, type HotCodePush } from './hot-code-push.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
 import { Resync, type DataMessage } from './resync.js';
 import { LocalStore, type ClientCollection } from './store.js';
@@ -42,6 +43,13 @@ export interface DDPClientOptions {
   versions?: readonly string[];
   /** Reconnect delays; Meteor's by default. */
   backoff?: Partial<BackoffOptions>;
+  /**
+   * When the server runs a new version of the app (`perseid dev` restarted it):
+   * `reload` the page (the default in browsers), `keep` it (the subscriptions are
+   * re-sent to the new server; listen to `newVersion`), or false to not watch
+   * (the default in Node).
+   */
+  hotCodePush?: HotCodePush;
 }
 
 export interface DisconnectInfo {
@@ -60,6 +68,8 @@ export interface ClientEvents {
   message: [message: ServerMessage];
   /** Socket errors, undecodable or malformed messages, the server's `error` messages, an unusable DDP version. */
   error: [error: Error];
+  /** The server runs a new version of the app (see the `hotCodePush` option). */
+  newVersion: [version: string];
 }
 
 type Settings = Required<Omit<DDPClientOptions, 'backoff'>> & { backoff: BackoffOptions };
@@ -81,6 +91,7 @@ export class DDPClient extends Emitter<ClientEvents> {
   private retries = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private pendingConnect: Deferred<string> | undefined;
+  private readonly reconnectHooks = new ListenerSet<[]>();
 
   constructor(url: string, options: DDPClientOptions = {}) {
     super();
@@ -104,7 +115,15 @@ export class DDPClient extends Emitter<ClientEvents> {
       connectTimeout: options.connectTimeout ?? 10000,
       versions,
       backoff: { ...METEOR_BACKOFF, ...options.backoff },
+      hotCodePush: options.hotCodePush ?? defaultHotCodePush(),
     };
+    const hotCodePush = this.settings.hotCodePush;
+    if (hotCodePush) {
+      watchVersion(this, (version) => {
+        this.emit('newVersion', version);
+        if (hotCodePush === 'reload') reloadPage();
+      });
+    }
     if (this.settings.autoConnect) void this.connect();
   }
 
@@ -167,6 +186,15 @@ export class DDPClient extends Emitter<ClientEvents> {
     return promise as Promise<Result>;
   }
 
+  /**
+   * Runs `callback` on every reconnect, before the client re-sends its calls and
+   * subscriptions (Meteor's `onReconnect`): a call made there goes first, so a
+   * resume login precedes the subscriptions it affects. Returns a remover.
+   */
+  onReconnect(callback: () => void): () => void {
+    return this.reconnectHooks.add(callback);
+  }
+
   /** Subscribes to a publication, now or on the next connection. */
   subscribe(name: string, ...params: unknown[]): Subscription {
     const subscription = this.subscriptions.create(name, params.map(clone));
@@ -213,6 +241,7 @@ export class DDPClient extends Emitter<ClientEvents> {
   private connected(session: string): void {
     this.session = session;
     this.retries = 0;
+    if (this.hadSession) this.reconnectHooks.notify();
     const outstanding = this.methods.unsent();
     // Meteor's order: methods first (a re-sent login precedes the subscriptions it affects).
     for (const message of outstanding) this.sendMethod(message);

@@ -6,6 +6,9 @@
 export { DDPClient } from './client.js';
 export type { ClientEvents, ClientStatus, DDPClientOptions, DisconnectInfo } from './client.js';
 export type { MethodOptions } from './methods.js';
+export { AccountsClient } from './accounts.js';
+export type { AccountsClientEvents, TokenStorage, UserSelector } from './accounts.js';
+export type { HotCodePush } from './hot-code-push.js';
 export type { Subscription } from './subscriptions.js';
 export type { ClientCollection } from './store.js';
 export type { Document, DocumentChange, Fields } from './documents.js';

@@ -74,7 +74,8 @@ export function toClientError(value: unknown): { error: DDPError; expected: bool
   const safe = asClientSafe(value);
   if (safe) return { error: safe, expected: true };
   const sanitized = asClientSafe((value as MaybeClientSafe | null)?.sanitizedError);
-  if (sanitized) return { error: sanitized, expected: false };
+  // `clientFault`: the client's mistake (a Match failure), not the server's; not logged as a failure.
+  if (sanitized) return { error: sanitized, expected: (value as { clientFault?: unknown }).clientFault === true };
   return { error: Errors.internal(), expected: false };
 }
 

@@ -6,6 +6,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server as 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { getHeapStatistics } from 'node:v8';
+import { AUTOUPDATE } from '../ddp/autoupdate.js';
 import { encodeMessage } from '../ddp/encoded.js';
 import { defineCloseReason } from '../ddp/errors.js';
 import { ProtocolErrors } from '../ddp/messages.js';
@@ -23,6 +24,7 @@ import type { DdpSocket } from '../transport/socket.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import { HttpRoutes, type HealthReport } from './http.js';
 import type { PublicationStrategy } from './merge-box.js';
+import { runDispatchHooks, type DispatchEvent, type DispatchHook } from './dispatch-hooks.js';
 import type { MethodHandler } from './method-invocation.js';
 import { Session, type SessionServer, type SessionSettings } from './session.js';
 import { sessionMetrics } from './server-metrics.js';
@@ -67,6 +69,12 @@ export interface ServerOptions {
   contentSecurityPolicy?: string | false;
   /** Directory of static files served over HTTP. */
   publicDir?: string;
+  /**
+   * The version of the app clients run (`perseid dev` sets a new one on every
+   * restart); published to clients that subscribe to `perseid_autoupdate`, which
+   * reload or resubscribe when it changes (Meteor's hot code push).
+   */
+  clientVersion?: string;
   logger?: Logger;
 }
 
@@ -89,12 +97,16 @@ export class PerseidServer implements SessionServer {
   private readonly universal: PublishHandler[] = [];
   private readonly strategies = new Map<string, PublicationStrategy>();
   private readonly connectionCallbacks: Array<(connection: ConnectionHandle) => void> = [];
+  private readonly dispatchHooks: DispatchHook[] = [];
+  private readonly closeHooks: Array<() => unknown> = [];
   private readonly sessions = new Set<Session>();
   private readonly sockets = new Set<DdpSocket>();
   private readonly transport: TransportEndpoint;
   private routes: HttpRoutes;
   private readonly startedAt = Date.now();
   private draining = false;
+  /** Wakes a drain waiting between two closes when the last connection has gone. */
+  private lastGone: (() => void) | undefined;
   private readonly door: FrontDoor;
   private readonly addressLimit: AddressLimit;
 
@@ -138,6 +150,12 @@ export class PerseidServer implements SessionServer {
       health: () => this.health(),
       admin: { token: options.adminToken ?? (process.env.PERSEID_ADMIN_TOKEN || undefined), forwardedCount },
       contentSecurityPolicy: options.contentSecurityPolicy,
+    });
+    const version = options.clientVersion;
+    // Every server answers it (ready, with no document when no version is set), so a client can always subscribe.
+    this.publish(AUTOUPDATE.publication, function () {
+      if (version !== undefined) this.added(AUTOUPDATE.collection, AUTOUPDATE.id, { version });
+      this.ready();
     });
     this.httpServer = createHttpServer((req, res) => {
       res.setHeader('server', 'perseid');
@@ -216,6 +234,22 @@ export class PerseidServer implements SessionServer {
     return this;
   }
 
+  /**
+   * Runs `hook` before every method call and subscription (once its handler is
+   * found); a hook that throws refuses the call with that error (see dispatch-hooks.ts).
+   */
+  beforeDispatch(hook: DispatchHook): this {
+    if (typeof hook !== 'function') throw new TypeError('A dispatch hook must be a function');
+    this.dispatchHooks.push(hook);
+    return this;
+  }
+
+  /** Runs `hook` once the server has closed (to release what a plugin opened: timers, clients). */
+  onClose(hook: () => unknown): this {
+    this.closeHooks.push(hook);
+    return this;
+  }
+
   /** Starts listening; resolves with the address. */
   listen(port = 3000, host = '127.0.0.1'): Promise<{ url: string; port: number; host: string }> {
     return new Promise((resolve, reject) => {
@@ -236,15 +270,26 @@ export class PerseidServer implements SessionServer {
    * so their clients reconnect elsewhere without arriving all at once.
    */
   async drain(windowMs: number): Promise<void> {
+    // Still listening: /health answers 503 and new DDP connections are turned away (see accept).
     this.draining = true;
     await this.door.drainFirst();
-    this.httpServer.close();
     const sockets = [...this.sockets];
     this.log.info('draining', { connections: sockets.length, windowMs });
     const step = sockets.length > 0 ? windowMs / sockets.length : 0;
     for (const socket of sockets) {
+      if (this.sockets.size === 0) break; // the last client has gone: nothing left to wait for
+      if (!this.sockets.has(socket)) continue;
       socket.close(DRAINING.code, DRAINING.reason);
-      if (step > 0) await new Promise((r) => setTimeout(r, step));
+      if (step > 0 && this.sockets.size > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, step);
+          this.lastGone = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.lastGone = undefined;
+      }
     }
     await this.close();
   }
@@ -258,6 +303,13 @@ export class PerseidServer implements SessionServer {
       this.httpServer.closeAllConnections();
     });
     for (const socket of this.sockets) socket.terminate();
+    for (const hook of this.closeHooks.splice(0)) {
+      try {
+        await hook();
+      } catch (error) {
+        this.log.error('an onClose hook failed', { error });
+      }
+    }
   }
 
   get sessionCount(): number {
@@ -285,6 +337,10 @@ export class PerseidServer implements SessionServer {
 
   universalPublications(): readonly PublishHandler[] {
     return this.universal;
+  }
+
+  dispatching(event: DispatchEvent): Promise<void> | undefined {
+    return runDispatchHooks(this.dispatchHooks, event);
   }
 
   strategyOf(collection: string): PublicationStrategy {
@@ -334,6 +390,7 @@ export class PerseidServer implements SessionServer {
     session.connection.onClose(() => {
       this.sockets.delete(socket);
       this.addressLimit.release(address);
+      if (this.sockets.size === 0) this.lastGone?.();
     });
   }
 }

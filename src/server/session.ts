@@ -10,7 +10,7 @@
  * exception closes this session only.
  */
 import { EncodedMessage, encodeMessage } from '../ddp/encoded.js';
-import { defineError, Errors, toClientError } from '../ddp/errors.js';
+import { defineError, Errors, toClientError, type DDPError } from '../ddp/errors.js';
 import {
   negotiateVersion,
   parseClientMessage,
@@ -27,6 +27,7 @@ import { WriteFence } from '../reactive/write-fence.js';
 import { runInWriteScope } from '../reactive/write-scope.js';
 import type { DdpSocket } from '../transport/socket.js';
 import { clientAddress, exposedHeaders, type ConnectionHandle } from './connection-handle.js';
+import type { DispatchEvent } from './dispatch-hooks.js';
 import { Heartbeat } from './heartbeat.js';
 import { MergeBox, type PublicationStrategy } from './merge-box.js';
 import { MethodInvocation, type MethodHandler } from './method-invocation.js';
@@ -70,6 +71,8 @@ export interface SessionServer {
   method(name: string): MethodHandler | undefined;
   publication(name: string): PublishHandler | undefined;
   universalPublications(): readonly PublishHandler[];
+  /** Runs the server's dispatch hooks; rejects (or throws) to refuse the call. */
+  dispatching(event: DispatchEvent): Promise<void> | undefined;
   strategyOf(collection: string): PublicationStrategy;
   sessionOpened(session: Session): void;
   sessionClosed(session: Session): void;
@@ -327,6 +330,8 @@ export class Session implements SubscriptionHost {
     const invocation = new MethodInvocation(message.method, this.connection, this, unblock, message.randomSeed, randomStream);
     let reply: ServerMessage | EncodedMessage;
     try {
+      const hooked = this.server.dispatching(this.dispatchEvent('method', message.method, message.params));
+      if (hooked) await hooked;
       const result = await runInWriteScope({ fence, randomStream }, () => handler.apply(invocation, message.params));
       // Encoded here, so a result that cannot be serialised (too deep, a cycle) is this method's error.
       reply = encodeMessage(result === undefined ? { msg: 'result', id: message.id } : { msg: 'result', id: message.id, result });
@@ -357,10 +362,28 @@ export class Session implements SubscriptionHost {
       this.send({ msg: 'nosub', id: message.id, error: Errors.subscriptionNotFound({ name: message.name }).toJSON() });
       return;
     }
+    try {
+      const hooked = this.server.dispatching(this.dispatchEvent('subscription', message.name, message.params));
+      if (hooked) await hooked;
+    } catch (error) {
+      this.send({ msg: 'nosub', id: message.id, error: this.refusal(error, message.name).toJSON() });
+      return;
+    }
     sessionMetrics.subscriptions.inc();
     const subscription = new Subscription(this, message.id, message.name, message.params, handler);
     this.subscriptions.set(message.id, subscription);
     await subscription.run(unblock);
+  }
+
+  private dispatchEvent(type: DispatchEvent['type'], name: string, params: readonly unknown[]): DispatchEvent {
+    const { connection } = this;
+    return { type, name, userId: this.userId, connectionId: this.id, clientAddress: connection.clientAddress, params, connection };
+  }
+
+  private refusal(error: unknown, name: string): DDPError {
+    const { error: clientError, expected } = toClientError(error);
+    if (!expected) this.log.error('a dispatch hook failed', { sub: name, session: this.id, error });
+    return clientError;
   }
 
   private stopSubscription(id: string): void {

@@ -13,7 +13,7 @@ declare module 'simpleddp' {
     onChange(f: (change: { prev: T | false; next: T | false }) => void): Listener;
   }
   export default class SimpleDDP {
-    constructor(options: { endpoint: string; SocketConstructor: unknown; reconnectInterval?: number; autoReconnect?: boolean; maxTimeout?: number });
+    constructor(options: { endpoint: string; SocketConstructor: unknown; reconnectInterval?: number; autoReconnect?: boolean; maxTimeout?: number }, plugins?: object[]);
     connected: boolean;
     ddpConnection: { sub(name: string, params: unknown[]): string };
     connect(): Promise<void>;
@@ -23,4 +23,15 @@ declare module 'simpleddp' {
     collection<T = Record<string, unknown>>(name: string): DDPCollection<T>;
     on(event: string, f: (message: Record<string, unknown>) => void): Listener;
   }
+}
+
+declare module 'simpleddp' {
+  export default interface SimpleDDP {
+    login(credentials: Record<string, unknown>): Promise<{ id: string; token: string; type: string }>;
+    logout(): Promise<void>;
+  }
+}
+
+declare module 'simpleddp-plugin-login' {
+  export const simpleDDPLogin: object;
 }

@@ -1,0 +1,54 @@
+/**
+ * A server's rate limiter (Meteor's DDPRateLimiter, one per server): created
+ * and hooked in before dispatch on first use, with its counters in Redis when
+ * `REDIS_URL` is set (every server of a cluster then shares them), else in
+ * memory.
+ */
+import { Redis } from 'ioredis';
+import type { PerseidServer } from '../server/app.js';
+import { MemoryRateLimitStore } from './rate-limit-memory.js';
+import { RedisRateLimitStore } from './rate-limit-redis.js';
+import type { RateLimitStore } from './rate-limit.js';
+import { RateLimiter } from './rate-limiter.js';
+
+const limiters = new WeakMap<PerseidServer, RateLimiter>();
+
+export interface RateLimiterSetup {
+  /** Where the counters live; default: Redis at `REDIS_URL` when set, else memory. Only the first call's choice counts. */
+  store?: RateLimitStore;
+}
+
+function defaultStore(): RateLimitStore {
+  const url = process.env.REDIS_URL;
+  if (!url) return new MemoryRateLimitStore();
+  // Fail fast while Redis is away (the limiter then allows calls) rather than queueing every call behind it.
+  const redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false });
+  redis.on('error', () => undefined); // reported by the limiter when a check fails
+  return new RedisRateLimitStore(redis, keyPrefix(process.env.MONGO_URL), true);
+}
+
+/** One namespace per database, as the cluster's keys: apps sharing a Redis keep their counts apart. */
+function keyPrefix(mongoUrl: string | undefined): string {
+  if (!mongoUrl) return 'perseid:';
+  const db = new URL(mongoUrl.replace(/^mongodb(\+srv)?:/, 'http:')).pathname.slice(1) || 'test';
+  return `perseid:${db}:`;
+}
+
+/** The rate limiter of `server` (created, and run before every method and subscription, on first use). */
+export function rateLimiter(server: PerseidServer, setup: RateLimiterSetup = {}): RateLimiter {
+  let limiter = limiters.get(server);
+  if (!limiter) {
+    limiter = new RateLimiter({ store: setup.store ?? defaultStore(), logger: server.log.child('rate-limit') });
+    limiters.set(server, limiter);
+    server.beforeDispatch(limiter.hook);
+    const closing = limiter;
+    server.onClose(() => closing.close());
+  }
+  return limiter;
+}
+
+export { RateLimiter, TOO_MANY_REQUESTS } from './rate-limiter.js';
+export type { RateLimitInput, RateLimitMatcher, RateLimitReply, RateLimitCallback, ErrorMessage, RateLimiterOptions } from './rate-limiter.js';
+export type { RateLimitStore, RuleWindow, Hit } from './rate-limit.js';
+export { MemoryRateLimitStore } from './rate-limit-memory.js';
+export { RedisRateLimitStore } from './rate-limit-redis.js';

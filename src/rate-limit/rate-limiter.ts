@@ -1,0 +1,211 @@
+/**
+ * Rate limits with Meteor's DDPRateLimiter semantics. A rule is a matcher over
+ * the event `{type, name, userId, connectionId, clientAddress}`: each of its
+ * keys holds a literal (equal), a predicate (true for the event's value) or
+ * null (any value, and not part of the bucket). An event that satisfies every
+ * key counts in the bucket named by the matched keys' values; it is refused
+ * when its bucket passes `numRequests` in the rule's window, with Meteor's
+ * `too-many-requests` error (in a method's `result`, a subscription's `nosub`).
+ * When several rules refuse, the longest wait is reported.
+ */
+import { createHash } from 'node:crypto';
+import { DDPError, defineError } from '../ddp/errors.js';
+import { createLogger, type Logger } from '../log.js';
+import type { DispatchEvent } from '../server/dispatch-hooks.js';
+import { rateLimitMetrics } from './rate-limit-metrics.js';
+import type { RateLimitStore, RuleWindow } from './rate-limit.js';
+
+/** What a rule sees of a method call or subscription (Meteor's rate limiter input). */
+export interface RateLimitInput {
+  type: 'method' | 'subscription';
+  name: string;
+  userId: string | null;
+  connectionId: string;
+  clientAddress: string | undefined;
+}
+
+type MatcherValue<T> = T | ((value: T) => boolean) | null;
+
+export type RateLimitMatcher = { [K in keyof RateLimitInput]?: MatcherValue<RateLimitInput[K]> };
+
+export interface RateLimitReply {
+  allowed: boolean;
+  /** Milliseconds until the deciding rule's window ends (0 when no rule matched). */
+  timeToReset: number;
+  numInvocationsLeft: number;
+}
+
+export type RateLimitCallback = (reply: RateLimitReply, input: RateLimitInput) => void;
+export type ErrorMessage = string | ((reply: RateLimitReply) => string);
+
+export const TOO_MANY_REQUESTS = defineError(
+  'TOO_MANY_REQUESTS',
+  'too-many-requests',
+  'Error, too many requests. Please slow down. You must wait {seconds} seconds before trying again.',
+);
+
+interface Rule extends RuleWindow {
+  readonly matcher: RateLimitMatcher;
+  readonly numRequests: number;
+  readonly callback: RateLimitCallback | undefined;
+  message: ErrorMessage | undefined;
+}
+
+const defaultMessage = (reply: RateLimitReply): string => TOO_MANY_REQUESTS({ seconds: Math.ceil(reply.timeToReset / 1000) }).reason!;
+
+function matches(rule: Rule, input: RateLimitInput): boolean {
+  for (const [key, expected] of Object.entries(rule.matcher)) {
+    if (expected === null) continue;
+    if (!(key in input)) return false;
+    const value = input[key as keyof RateLimitInput];
+    if (typeof expected === 'function') {
+      if (!(expected as (v: unknown) => boolean)(value)) return false;
+    } else if (expected !== value) return false;
+  }
+  return true;
+}
+
+/** The bucket: each non-null matcher key followed by the event's value, concatenated (Meteor's key string). */
+function bucketOf(rule: Rule, input: RateLimitInput): string {
+  let key = '';
+  for (const [name, expected] of Object.entries(rule.matcher)) {
+    if (expected !== null) key += name + String(input[name as keyof RateLimitInput]);
+  }
+  return key;
+}
+
+/** The same text on every server running the same app code, so their rules share counters in Redis. */
+function describeRule(matcher: RateLimitMatcher, numRequests: number, intervalMs: number): string {
+  const parts = Object.entries(matcher).map(([key, value]) => `${key}=${typeof value === 'function' ? `fn:${value.toString()}` : JSON.stringify(value)}`);
+  return `${parts.join('&')}|${numRequests}/${intervalMs}`;
+}
+
+export interface RateLimiterOptions {
+  store: RateLimitStore;
+  logger?: Logger;
+}
+
+export class RateLimiter {
+  private readonly rules = new Map<string, Rule>();
+  private readonly store: RateLimitStore;
+  private readonly log: Logger;
+  private message: ErrorMessage = defaultMessage;
+  private lastStoreWarning = 0;
+
+  constructor(options: RateLimiterOptions) {
+    this.store = options.store;
+    this.log = options.logger ?? createLogger('rate-limit');
+  }
+
+  /**
+   * Adds a rule: events matching `matcher` are allowed `numRequests` times per
+   * `intervalMs` per bucket (Meteor's defaults: 10 per 1000 ms). Returns the
+   * rule's id, for removeRule and setErrorMessageOnRule.
+   */
+  addRule(matcher: RateLimitMatcher, numRequests = 10, intervalMs = 1000, callback?: RateLimitCallback): string {
+    if (typeof matcher !== 'object' || matcher === null) throw new TypeError('A rate limit rule needs a matcher object');
+    // Meteor's `||` defaults: 0 means the default too.
+    numRequests ||= 10;
+    intervalMs ||= 1000;
+    const base = createHash('sha256').update(describeRule(matcher, numRequests, intervalMs)).digest('base64url').slice(0, 16);
+    let id = base;
+    for (let n = 2; this.rules.has(id); n++) id = `${base}-${n}`;
+    this.rules.set(id, { id, intervalMs, createdAt: Date.now(), matcher: { ...matcher }, numRequests, callback, message: undefined });
+    return id;
+  }
+
+  /** Removes a rule (and any limit it imposed); false when there was none by that id. */
+  removeRule(id: string): boolean {
+    const rule = this.rules.get(id);
+    if (!rule) return false;
+    this.rules.delete(id);
+    void this.store.forget(rule).catch((error: unknown) => this.storeFailed(error));
+    return true;
+  }
+
+  /** The reason refused clients get: a string, or a function of the reply (`timeToReset` in ms). */
+  setErrorMessage(message: ErrorMessage): void {
+    this.message = message;
+  }
+
+  /** A reason for one rule's refusals, in place of the limiter's. */
+  setErrorMessageOnRule(ruleId: string, message: ErrorMessage): void {
+    const rule = this.rules.get(ruleId);
+    if (!rule) throw new Error(`No rate limit rule with id ${ruleId}`);
+    rule.message = message;
+  }
+
+  get ruleCount(): number {
+    return this.rules.size;
+  }
+
+  /**
+   * Counts `input` in every matching rule, then decides (Meteor's increment
+   * then check). A store that cannot be reached allows the event: limits
+   * protect the server, and a Redis outage should not refuse every call.
+   */
+  async apply(input: RateLimitInput): Promise<RateLimitReply & { message?: string }> {
+    const reply: RateLimitReply = { allowed: true, timeToReset: 0, numInvocationsLeft: Infinity };
+    const matched = [...this.rules.values()].filter((rule) => matches(rule, input));
+    if (matched.length === 0) return reply;
+    const now = Date.now();
+    let hits;
+    try {
+      hits = await Promise.all(matched.map((rule) => this.store.hit(rule, bucketOf(rule, input), now)));
+    } catch (error) {
+      this.storeFailed(error);
+      return reply;
+    }
+    let decidingRule: Rule | undefined;
+    let longestRefusal = 0;
+    matched.forEach((rule, i) => {
+      const { count, timeToReset } = hits[i]!;
+      if (count > rule.numRequests) {
+        // Meteor's arithmetic: the longest reset so far, whichever rule (allowing or refusing) set it.
+        if (reply.timeToReset < timeToReset) reply.timeToReset = timeToReset;
+        if (!decidingRule || longestRefusal < timeToReset) {
+          decidingRule = rule;
+          longestRefusal = timeToReset;
+        }
+        reply.allowed = false;
+        reply.numInvocationsLeft = 0;
+      } else if (reply.allowed && rule.numRequests - count < reply.numInvocationsLeft) {
+        reply.timeToReset = timeToReset;
+        reply.numInvocationsLeft = rule.numRequests - count;
+      }
+      this.runCallback(rule, { ...reply }, input);
+    });
+    if (reply.allowed) return reply;
+    rateLimitMetrics.refused.inc();
+    const message = decidingRule?.message ?? this.message;
+    return { ...reply, message: typeof message === 'function' ? message(reply) : message };
+  }
+
+  /** The dispatch hook (server.beforeDispatch): refuses a call over its limit with `too-many-requests`. */
+  readonly hook = async (event: DispatchEvent): Promise<void> => {
+    if (this.rules.size === 0) return;
+    const { type, name, userId, connectionId, clientAddress } = event;
+    const reply = await this.apply({ type, name, userId, connectionId, clientAddress });
+    if (!reply.allowed) throw new DDPError(TOO_MANY_REQUESTS.code, reply.message, { timeToReset: reply.timeToReset });
+  };
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
+  private runCallback(rule: Rule, reply: RateLimitReply, input: RateLimitInput): void {
+    if (!rule.callback) return;
+    try {
+      rule.callback(reply, input);
+    } catch (error) {
+      this.log.error('a rate limit rule callback failed', { rule: rule.id, error });
+    }
+  }
+
+  private storeFailed(error: unknown): void {
+    rateLimitMetrics.storeErrors.inc();
+    if (Date.now() - this.lastStoreWarning < 10000) return;
+    this.lastStoreWarning = Date.now();
+    this.log.warn('rate limit store unreachable; allowing calls meanwhile', { error });
+  }
+}

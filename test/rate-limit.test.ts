@@ -1,0 +1,154 @@
+/**
+ * Rate limits: the shared store suite (test/suites/rate-limit.ts) on memory
+ * and on Redis, then the limiter on the wire: Meteor's `too-many-requests`
+ * error in a method's `result` and a subscription's `nosub`, a pipelined
+ * flood cut to its limit, and two servers sharing one Redis counting together.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { serviceUrl } from '../scripts/services/control.js';
+import { Random } from '../src/ddp/random.js';
+import { MemoryRateLimitStore } from '../src/rate-limit/rate-limit-memory.js';
+import { RedisRateLimitStore } from '../src/rate-limit/rate-limit-redis.js';
+import { rateLimiter } from '../src/rate-limit/index.js';
+import { rateLimitMetrics } from '../src/rate-limit/rate-limit-metrics.js';
+import { HOW_TO_START } from './databases.js';
+import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
+import { rateLimitSuite } from './suites/rate-limit.js';
+
+describe('memory rate-limit store', () => {
+  rateLimitSuite(async () => ({ store: new MemoryRateLimitStore(), close: async () => undefined }));
+});
+
+const redisUrl = await serviceUrl('redis');
+if (!redisUrl) console.log(`# SKIPPED redis rate-limit store: Redis is not running; ${HOW_TO_START}`);
+describe('redis rate-limit store', { skip: redisUrl ? false : 'Redis is not running' }, () => {
+  rateLimitSuite(async () => {
+    const redis = new Redis(redisUrl!);
+    const prefix = `perseid-test:${Random.id(6)}:`;
+    return {
+      store: new RedisRateLimitStore(redis, prefix),
+      close: async () => {
+        const keys = await redis.keys(`${prefix}*`);
+        if (keys.length) await redis.del(...keys);
+        redis.disconnect();
+      },
+    };
+  });
+});
+
+describe('rate limits on the wire', () => {
+  const servers: TestServer[] = [];
+  after(async () => {
+    for (const t of servers) await t.close();
+  });
+
+  async function limitedServer(store: MemoryRateLimitStore | RedisRateLimitStore = new MemoryRateLimitStore()): Promise<TestServer> {
+    const t = await startServer((server) => {
+      server.methods({ work: () => 'done' });
+      server.publish('feed', function () {
+        this.ready();
+      });
+      const limiter = rateLimiter(server, { store });
+      limiter.addRule({ type: 'method', name: 'work', connectionId: null }, 3, 60000);
+      limiter.addRule({ type: 'subscription', name: 'feed' }, 1, 60000);
+    });
+    servers.push(t);
+    return t;
+  }
+
+  it("refuses a method past its limit with Meteor's too-many-requests in result, then updated", async () => {
+    const t = await limitedServer();
+    const peer = await RawPeer.connected(t.wsUrl);
+    for (const id of ['1', '2', '3']) assert.equal((await peer.call(id, 'work')).result.result, 'done');
+    const { result } = await peer.call('4', 'work');
+    const error = result.error as Message;
+    assert.equal(error.error, 'too-many-requests');
+    assert.equal(error.reason, 'Error, too many requests. Please slow down. You must wait 60 seconds before trying again.');
+    assert.equal(error.message, `${error.reason as string} [too-many-requests]`);
+    assert.equal(error.errorType, 'Meteor.Error');
+    const timeToReset = (error.details as { timeToReset: number }).timeToReset;
+    assert.ok(timeToReset > 50000 && timeToReset <= 60000, `timeToReset ${timeToReset}`);
+    // An unknown method is answered 404 before any rule counts it.
+    assert.equal(((await peer.call('5', 'nope')).result.error as Message).error, 404);
+    peer.close();
+  });
+
+  it('refuses a subscription past its limit in nosub', async () => {
+    const t = await limitedServer();
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 's1', name: 'feed' });
+    await peer.next((m) => m.msg === 'ready');
+    peer.send({ msg: 'sub', id: 's2', name: 'feed' });
+    const nosub = await peer.next((m) => m.msg === 'nosub' && m.id === 's2');
+    assert.equal((nosub.error as Message).error, 'too-many-requests');
+    assert.ok(((nosub.error as Message).details as { timeToReset: number }).timeToReset > 0);
+    peer.close();
+  });
+
+  it('cuts a pipelined flood from one connection to the limit, and keeps serving it', async () => {
+    const t = await limitedServer();
+    const peer = await RawPeer.connected(t.wsUrl);
+    const n = 2000;
+    for (let i = 0; i < n; i++) peer.send({ msg: 'method', id: `f${i}`, method: 'work', params: [] });
+    const results: Message[] = [];
+    await peer.until((m) => {
+      if (m.msg === 'result') results.push(m);
+      return results.length === n;
+    }, 30000);
+    assert.equal(results.filter((m) => m.result === 'done').length, 3);
+    assert.equal(results.filter((m) => (m.error as Message | undefined)?.error === 'too-many-requests').length, n - 3);
+    assert.deepEqual(results.slice(0, 3).map((m) => m.id), ['f0', 'f1', 'f2'], 'in order');
+    peer.close();
+  });
+
+  it('lets calls through, and counts it, while the Redis store cannot be reached', async () => {
+    const { createServer: net } = await import('node:net');
+    // A port nothing listens on: taken and released at once.
+    const probe = net().listen(0, '127.0.0.1');
+    await new Promise((r) => probe.once('listening', r));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise((r) => probe.close(r));
+    const redis = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
+    redis.on('error', () => undefined);
+    const t = await limitedServer(new RedisRateLimitStore(redis));
+    const before = rateLimitMetrics.storeErrors.get();
+    const peer = await RawPeer.connected(t.wsUrl);
+    for (let i = 0; i < 5; i++) assert.equal((await peer.call(`d${i}`, 'work')).result.result, 'done', 'allowed although over the limit');
+    assert.equal(rateLimitMetrics.storeErrors.get() - before, 5);
+    peer.close();
+    redis.disconnect();
+  });
+
+  it('shares counts between two servers through Redis (REDIS_URL)', { skip: redisUrl ? false : 'Redis is not running' }, async () => {
+    const saved = process.env.REDIS_URL;
+    process.env.REDIS_URL = redisUrl!;
+    // A method name of this run's own: the rule's id (and so its Redis key) comes from its matcher.
+    const method = `shared_${Random.id(6)}`;
+    let a: TestServer;
+    let b: TestServer;
+    try {
+      const setup = (name: string) => (server: TestServer['server']) => {
+        server.methods({ [name]: () => 'ok', [method]: () => 'ok' });
+        rateLimiter(server).addRule({ type: 'method', name: method, clientAddress: null }, 4, 60000);
+      };
+      a = await startServer(setup('a'));
+      b = await startServer(setup('b'));
+      servers.push(a, b);
+    } finally {
+      if (saved === undefined) delete process.env.REDIS_URL;
+      else process.env.REDIS_URL = saved;
+    }
+    const pa = await RawPeer.connected(a.wsUrl);
+    const pb = await RawPeer.connected(b.wsUrl);
+    const outcomes: unknown[] = [];
+    for (let i = 0; i < 3; i++) {
+      outcomes.push((await pa.call(`a${i}`, method)).result.result ?? 'refused');
+      outcomes.push((await pb.call(`b${i}`, method)).result.result ?? 'refused');
+    }
+    assert.deepEqual(outcomes, ['ok', 'ok', 'ok', 'ok', 'refused', 'refused'], 'four calls in all, whichever server took them');
+    pa.close();
+    pb.close();
+  });
+});
