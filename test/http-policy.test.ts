@@ -130,12 +130,25 @@ describe('allowed origins', () => {
   });
 
   it('refuses /sockjs/info from another origin when a balancer answers it too', async () => {
-    t.server.routeConnections({ sockjsBaseUrl: () => undefined, upgradeTarget: () => undefined });
+    t.server.routeConnections({ sockjsBaseUrl: () => undefined, upgradeTarget: () => undefined, peerOrigins: () => [] });
     const evil = await httpRequest(t.port, 'GET', '/sockjs/info', undefined, { origin: 'https://evil.example' });
     assert.equal(evil.status, 403);
     const mine = await httpRequest(t.port, 'GET', '/sockjs/info', undefined, { origin: 'https://app.example.com' });
     assert.equal(mine.status, 200);
     assert.equal(mine.headers['access-control-allow-origin'], 'https://app.example.com');
+  });
+
+  it("lets pages of the cluster's other servers connect, and widens the pages' connect-src to them", async () => {
+    const clustered = await startServer((server) => tasksApp(server), { allowedOrigins: [] });
+    try {
+      clustered.server.routeConnections({ sockjsBaseUrl: () => undefined, upgradeTarget: () => undefined, peerOrigins: () => ['https://b.example'] });
+      assert.equal(await upgrade(clustered, '/websocket', { Origin: 'https://b.example' }), 101);
+      assert.equal(await upgrade(clustered, '/websocket', { Origin: 'https://c.example' }), 403);
+      const policy = (await fetch(`${clustered.url}/`)).headers.get('content-security-policy');
+      assert.match(String(policy), /connect-src 'self' https:\/\/b\.example wss:\/\/b\.example;/);
+    } finally {
+      await clustered.close();
+    }
   });
 
   it('keeps working for clients that send no Origin', async () => {

@@ -74,15 +74,19 @@ export class Primary {
         links.delete(worker);
       },
     });
-    this.routes = new HttpRoutes({ health: () => this.health(), contentSecurityPolicy: options.contentSecurityPolicy });
+    this.routes = new HttpRoutes({ health: () => this.health(), contentSecurityPolicy: options.contentSecurityPolicy, peerOrigins: () => this.door.peerOrigins() });
     metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
     this.httpServer = createServer((req, res) => this.request(req, res));
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
   }
 
-  /** Lets `router` (a cluster's balancer) send new clients to other servers. */
+  /** Lets `router` (a cluster's balancer) send new clients to other servers; the workers learn its servers' origins. */
   routeConnections(router: ConnectionRouter): this {
     this.door.route(router);
+    // Every second, so a worker that starts (or restarts) later learns them too.
+    const tell = () => this.pool.broadcast({ type: 'origins', origins: [...this.door.peerOrigins()] });
+    tell();
+    setInterval(tell, 1000).unref();
     return this;
   }
 
@@ -158,7 +162,7 @@ export class Primary {
   private request(req: IncomingMessage, res: ServerResponse): void {
     const path = pathOf(req.url);
     if (path === '/sockjs/info') {
-      answerSockjsInfo(req, res, this.door.sockjsBaseUrl(), originAllowed(req, this.options.allowedOrigins, this.options.forwardedCount));
+      answerSockjsInfo(req, res, this.door.sockjsBaseUrl(), originAllowed(req, this.options.allowedOrigins, this.options.forwardedCount, this.door.peerOrigins()));
       return;
     }
     if (path.startsWith('/sockjs/')) {

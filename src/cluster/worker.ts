@@ -50,6 +50,8 @@ export async function serveAsWorker(server: PerseidServer): Promise<void> {
       req.url = message.url;
       req.headers = message.headers;
       server.httpServer.emit('upgrade', req, socket, Buffer.from(message.head, 'base64'));
+    } else if (message.type === 'origins') {
+      server.trustPeerOrigins(message.origins);
     } else if (message.type === 'drain') {
       void server.drain(message.windowMs).then(() => process.exit(0));
     }

@@ -150,6 +150,7 @@ export class PerseidServer implements SessionServer {
       health: () => this.health(),
       admin: { token: options.adminToken ?? (process.env.PERSEID_ADMIN_TOKEN || undefined), forwardedCount },
       contentSecurityPolicy: options.contentSecurityPolicy,
+      peerOrigins: () => this.transport.peerOrigins(),
     });
     const version = options.clientVersion;
     // Every server answers it (ready, with no document when no version is set), so a client can always subscribe.
@@ -172,6 +173,13 @@ export class PerseidServer implements SessionServer {
   /** Lets `router` (a cluster's balancer) send new clients to other servers. */
   routeConnections(router: ConnectionRouter): this {
     this.door.route(router);
+    this.transport.peerOrigins = () => this.door.peerOrigins();
+    return this;
+  }
+
+  /** The origins of the other servers of a cluster, when a workers' primary (not this process) knows them. */
+  trustPeerOrigins(origins: readonly string[]): this {
+    this.transport.peerOrigins = () => origins;
     return this;
   }
 

@@ -13,11 +13,23 @@ import { pathOf } from '../transport/paths.js';
 import { adminAccessFromEnv, guardAdmin, type AdminAccess } from './admin-access.js';
 
 /**
- * Pages load scripts, styles, images and fonts from the server itself and
- * talk to it (DDP, fetch); nothing inline, no plugins, not framed by others.
+ * Pages load scripts only from the server itself (an inline script needs a
+ * file of its own, or a policy of the app's), styles from it, https or inline,
+ * images from it or data: URLs; they connect (DDP, fetch) to it, and to the
+ * other servers of its cluster (added per response); no plugins, no <base>
+ * elsewhere, forms post home, only the site itself may frame them. Helmet's
+ * default, near enough.
  */
 export const DEFAULT_CONTENT_SECURITY_POLICY =
-  "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'self'";
+  "default-src 'self'; base-uri 'self'; connect-src 'self'; font-src 'self' https: data:; form-action 'self'; frame-ancestors 'self'; " +
+  "img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; style-src 'self' https: 'unsafe-inline'";
+
+/** The default policy, its connect-src widened to the cluster's other servers (their http(s) and ws(s) URLs). */
+function defaultPolicyWith(peers: readonly string[]): string {
+  if (peers.length === 0) return DEFAULT_CONTENT_SECURITY_POLICY;
+  const sources = peers.flatMap((origin) => [origin, origin.replace(/^http/, 'ws')]);
+  return DEFAULT_CONTENT_SECURITY_POLICY.replace("connect-src 'self'", `connect-src 'self' ${sources.join(' ')}`);
+}
 
 export interface HttpOptions {
   publicDir?: string | undefined;
@@ -26,6 +38,8 @@ export interface HttpOptions {
   admin?: AdminAccess;
   /** The policy sent with static files, or false for none. */
   contentSecurityPolicy?: string | false;
+  /** The origins of the other servers of a cluster (see ConnectionRouter.peerOrigins). */
+  peerOrigins?: () => readonly string[];
 }
 
 export interface HealthReport {
@@ -52,12 +66,13 @@ export class HttpRoutes {
     this.publicDir = options.publicDir;
     this.health = options.health;
     this.admin = options.admin ?? adminAccessFromEnv();
-    const policy = options.contentSecurityPolicy ?? DEFAULT_CONTENT_SECURITY_POLICY;
+    const policy = options.contentSecurityPolicy;
+    const peers = options.peerOrigins ?? (() => []);
     this.serveFiles = this.publicDir
       ? serveStatic(this.publicDir, {
           index: ['index.html'],
           setHeaders: (res) => {
-            if (policy) res.setHeader('content-security-policy', policy);
+            if (policy !== false) res.setHeader('content-security-policy', policy ?? defaultPolicyWith(peers()));
           },
         })
       : undefined;

@@ -85,6 +85,8 @@ export class TransportEndpoint {
   private readonly heartbeatTimer: NodeJS.Timeout;
   /** Proxies of our own in front of SockJS's HTTP requests: 1 in a worker, whose primary passes them on. */
   sockjsOwnProxies = 0;
+  /** The origins of the other servers of a cluster, whose pages may connect here too. */
+  peerOrigins: () => readonly string[] = () => [];
 
   constructor(
     private readonly options: TransportOptions,
@@ -140,7 +142,7 @@ export class TransportEndpoint {
 
   /** Whether a request's page (its Origin) may connect. */
   originAllowed(req: IncomingMessage): boolean {
-    return originAllowed(req, this.options.allowedOrigins, this.options.forwardedCount);
+    return originAllowed(req, this.options.allowedOrigins, this.options.forwardedCount, this.peerOrigins());
   }
 
   /** Handles an HTTP request under `/sockjs`; returns false for paths that are not ours. */

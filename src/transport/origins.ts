@@ -44,8 +44,8 @@ function normalHost(value: string, protocol: string): string | undefined {
   }
 }
 
-/** Whether the request may proceed: no Origin, or an allowed one. */
-export function originAllowed(req: IncomingMessage, allowed: AllowedOrigins, forwardedCount: number): boolean {
+/** Whether the request may proceed: no Origin, or an allowed one (listed, or one of `peers`: the other servers of a cluster). */
+export function originAllowed(req: IncomingMessage, allowed: AllowedOrigins, forwardedCount: number, peers: readonly string[] = []): boolean {
   const origin = req.headers.origin;
   if (origin === undefined || allowed === '*') return true;
   let url: URL;
@@ -56,7 +56,7 @@ export function originAllowed(req: IncomingMessage, allowed: AllowedOrigins, for
   }
   if (url.origin === 'null') return false;
   if (isLoopbackHost(url.hostname)) return true;
-  if (allowed.includes(url.origin)) return true;
+  if (allowed.includes(url.origin) || peers.includes(url.origin)) return true;
   const hosts = [req.headers.host ?? ''];
   const forwardedHost = req.headers['x-forwarded-host'];
   if (forwardedCount > 0 && typeof forwardedHost === 'string') hosts.push(...forwardedHost.split(','));
