@@ -76,12 +76,12 @@ export class DatabaseStats {
   private lister: IndexLister | undefined;
 
   /** Counts one operation; `shape` for those that select documents. */
-  record(collection: string, op: DbOperation, shape: QueryShape | undefined, ms: number, docs: number | undefined, plan: QueryPlan | undefined, failed: boolean): void {
+  record(collection: string, op: DbOperation, shape: QueryShape | undefined, ms: number, docs: number | undefined, plan: QueryPlan | undefined, failed: boolean): ShapeStats | undefined {
     const operation = this.operations.get(`${collection}\u0000${op}`, () => new OperationStats(collection, op));
     operation.count++;
     if (failed) operation.errors++;
     operation.time.record(ms);
-    if (!shape || failed) return;
+    if (!shape || failed) return undefined;
     const stats = this.shapes.get(`${collection}\u0000${shape.key}`, () => new ShapeStats(collection, shape));
     stats.ops++;
     stats.timeMs += ms;
@@ -97,6 +97,7 @@ export class DatabaseStats {
         stats.measuredReturned += returned;
       }
     }
+    return stats;
   }
 
   /** A MongoDB command the driver reported (command monitoring). */

@@ -13,6 +13,10 @@ import type { Logger } from '../log.js';
 import type { DocChange, Fields } from '../reactive/doc-change.js';
 import type { LiveQuery, LiveQueryObserver } from '../reactive/live-query.js';
 import type { ObserveHandle } from '../reactive/registry.js';
+import { apm } from '../metrics/apm.js';
+import { withCallSpan } from '../metrics/otel.js';
+import type { Trace } from '../metrics/trace.js';
+import { runInWriteScope } from '../reactive/write-scope.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import type { CollectionView, Holder, MergeBox } from './merge-box.js';
 
@@ -118,9 +122,14 @@ export class Subscription {
     private readonly handler: PublishHandler,
     /** A re-run (after a login) of a subscription whose `ready` the client already has. */
     readyAlreadySent = false,
+    /** Its APM trace (from the sub message's arrival to ready), when the APM is on. */
+    private readonly trace?: Trace,
   ) {
     this.isReady = readyAlreadySent;
+    this.startedAt = trace ? performance.now() : 0;
   }
+
+  private readonly startedAt: number;
 
   get handlerFunction(): PublishHandler {
     return this.handler;
@@ -147,7 +156,9 @@ export class Subscription {
     this.unblockHook = unblock;
     let result: unknown;
     try {
-      result = await this.handler.call(this, ...this.params);
+      const { trace } = this;
+      // Traced: its database reads (the live queries' first reads too) become the trace's `db` and spans.
+      result = await (trace ? withCallSpan(trace.span, () => runInWriteScope({ trace }, () => this.handler.call(this, ...this.params))) : this.handler.call(this, ...this.params));
       if (this.stopped) return;
       const cursors = result instanceof Cursor ? [result] : Array.isArray(result) && result.every((c) => c instanceof Cursor) ? (result as Cursor[]) : undefined;
       if (cursors && cursors.length > 0) {
@@ -172,7 +183,9 @@ export class Subscription {
         this.host.connection.close();
       });
       this.cursorHolders.push(holder);
-      const handle = await cursor.observeLive(holder);
+      const { trace } = this;
+      const handle = await (trace ? runInWriteScope({ trace }, () => cursor.observeLive(holder)) : cursor.observeLive(holder));
+      apm.observerAttached(trace, handle.reused);
       if (this.stopped) {
         handle.stop();
         return;
@@ -243,6 +256,7 @@ export class Subscription {
     if (this.stopped || this.isReady) return;
     this.isReady = true;
     if (this.id !== undefined) this.host.send({ msg: 'ready', subs: [this.id] });
+    if (this.trace) apm.subReady(this.trace, this.initialDocuments());
   }
 
   /** Stops the subscription with an error the client receives in `nosub`. */
@@ -250,6 +264,7 @@ export class Subscription {
     if (this.stopped) return;
     const { error: clientError, expected } = toClientError(error);
     if (!expected) this.host.log.error('publication failed', { sub: this.name, error });
+    if (this.trace) apm.subReady(this.trace, 0, error, expected);
     this.deactivate(true);
     if (this.id !== undefined) this.host.send({ msg: 'nosub', id: this.id, error: clientError.toJSON() });
   }
@@ -280,6 +295,7 @@ export class Subscription {
   deactivate(removeDocuments: boolean): void {
     if (this.stopped) return;
     this.stopped = true;
+    if (this.trace) apm.subStopped(this.trace, performance.now() - this.startedAt);
     const { mergeBox } = this.host;
     for (const holder of [...this.cursorHolders, ...this.manual.values()]) {
       if (removeDocuments && holder.view.strategy !== 'NO_MERGE_NO_HISTORY') {
@@ -290,6 +306,13 @@ export class Subscription {
     for (const handle of this.handles) handle.stop();
     this.host.subscriptionStopped(this);
     for (const callback of this.stopCallbacks.splice(0)) this.runStopCallback(callback);
+  }
+
+  /** Documents its cursors published initially (read once, at ready). */
+  private initialDocuments(): number {
+    let n = 0;
+    for (const holder of this.cursorHolders) holder.forEach(() => n++);
+    return n;
   }
 
   private runStopCallback(callback: () => unknown): void {

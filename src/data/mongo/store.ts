@@ -10,6 +10,7 @@
  * `auto` (the default): the oplog when MONGO_OPLOG_URL is set, else change
  * streams when a probe shows the server delivers them, else polling.
  */
+import { apm } from '../../metrics/apm.js';
 import { MongoClient, MongoNetworkError, MongoNotConnectedError, MongoServerSelectionError, type Db } from 'mongodb';
 import { createLogger, redactedUrl, type Logger } from '../../log.js';
 import { dataMetrics } from '../data-metrics.js';
@@ -52,7 +53,12 @@ async function connected(url: string, serverSelectionTimeoutMS: number): Promise
   // A timeout written in the URL wins (an options object would override it).
   const timeoutInUrl = /[?&]serverSelectionTimeoutMS=(\d+)/i.exec(url);
   if (timeoutInUrl) serverSelectionTimeoutMS = Number(timeoutInUrl[1]);
-  const client = new MongoClient(url, { serverSelectionTimeoutMS });
+  // Command monitoring feeds the APM's per-command figures (a few events per command; none when APM is off).
+  const client = new MongoClient(url, { serverSelectionTimeoutMS, monitorCommands: apm.enabled });
+  if (apm.enabled) {
+    client.on('commandSucceeded', (event) => apm.database.command(event.commandName, event.duration, false));
+    client.on('commandFailed', (event) => apm.database.command(event.commandName, event.duration, true));
+  }
   try {
     return await client.connect();
   } catch (error) {
