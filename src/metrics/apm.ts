@@ -12,7 +12,7 @@
 import { adviseIndexes, type IndexAdvice, type ShapeFigures } from './advisor.js';
 import { BoundedNames } from './bounded-names.js';
 import { capacityReport, type CapacityReport, type CapacityTarget } from './capacity.js';
-import { DatabaseStats } from './database-stats.js';
+import { DatabaseStats, type IndexDescription } from './database-stats.js';
 import { ErrorStore, type ErrorRecord } from './error-store.js';
 import { Histogram, type HistogramData } from './histogram.js';
 import { LiveQueryStats, type LiveQueryStrategy } from './live-query-stats.js';
@@ -131,6 +131,7 @@ export class Apm {
   private lastCounters: Record<string, number> = {};
   private intervalMethods = new Histogram();
   private intervalReady = new Histogram();
+  private jobsSummary: (() => Promise<unknown>) | undefined;
 
   /** Starts sampling the process (idempotent); the timer does not keep the process alive. */
   start(): void {
@@ -336,6 +337,22 @@ export class Apm {
     return report;
   }
 
+  /** Where the dashboard's jobs summary comes from (the jobs layer registers it when it starts). */
+  jobsFrom(summary: (() => Promise<unknown>) | undefined): void {
+    this.jobsSummary = summary;
+  }
+
+  /** This process's snapshot (what /perseid/apm answers). */
+  async snapshot(): Promise<ApmSnapshot> {
+    const report = this.report();
+    const indexes: ApmSnapshot['indexes'] = {};
+    const collections = [...new Set(report.database.shapes.map((s) => s.collection))];
+    await Promise.all(collections.map(async (c) => (indexes[c] = await this.database.indexes(c))));
+    const out: ApmSnapshot = { reports: [report], indexes };
+    if (this.jobsSummary) out.jobs = await this.jobsSummary().catch((error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }));
+    return out;
+  }
+
   /** Forgets every figure (tests). */
   reset(): void {
     this.methods.clear();
@@ -349,13 +366,19 @@ export class Apm {
   }
 }
 
+/** What one process answers at /perseid/apm: its report, the indexes of the collections its queries ran on, and the jobs summary when it runs jobs. */
+export interface ApmSnapshot {
+  reports: ApmReport[];
+  indexes: Record<string, IndexDescription[] | undefined>;
+  jobs?: unknown;
+}
+
 /** Index advice over one or more processes' reports (a machine's workers share a database). */
-export async function adviceFor(reports: readonly ApmReport[], database: DatabaseStats): Promise<IndexAdvice[]> {
-  const shapes = reports.flatMap((r) => r.database.shapes);
-  const collections = [...new Set(shapes.map((s) => s.collection))];
-  const indexes: Record<string, Awaited<ReturnType<DatabaseStats['indexes']>>> = {};
-  await Promise.all(collections.map(async (c) => (indexes[c] = await database.indexes(c))));
-  return adviseIndexes(shapes, indexes);
+export function adviceFor(snapshot: ApmSnapshot): IndexAdvice[] {
+  return adviseIndexes(
+    snapshot.reports.flatMap((r) => r.database.shapes),
+    snapshot.indexes,
+  );
 }
 
 /** The capacity report over one or more processes' reports. */

@@ -197,6 +197,7 @@ export class Session implements SubscriptionHost {
     if (this.state === 'closed') return;
     this.heartbeat.messageReceived();
     sessionMetrics.messagesIn.inc();
+    sessionMetrics.bytesIn.inc(text.length);
     const parsed = parseClientMessage(text);
     if ('rejection' in parsed) {
       const { reason, offendingMessage } = parsed.rejection;
