@@ -108,7 +108,14 @@ export interface ApmReport {
   traces: TraceRecord[];
   errors: ErrorRecord[];
   overflowed: { methods: number; publications: number; shapes: number };
-  idle: { cpuPercent: number; rssMb: number };
+  /**
+   * The process's cost with no session open: the lowest seen while it had none
+   * (`measured`), else CPU 0 and the memory at the APM's start, so per-session
+   * figures err high rather than low.
+   */
+  idle: { cpuPercent: number; rssMb: number; measured: boolean };
+  /** Mean CPU over the last minute's samples, percent of one core. */
+  cpuLastMinute: number;
 }
 
 export class Apm {
@@ -128,6 +135,7 @@ export class Apm {
   private readonly started = Date.now();
   private idleCpu = Infinity;
   private idleRss = Infinity;
+  private startRss = process.memoryUsage.rss() / (1024 * 1024);
   private lastCounters: Record<string, number> = {};
   private intervalMethods = new Histogram();
   private intervalReady = new Histogram();
@@ -137,6 +145,7 @@ export class Apm {
   start(): void {
     if (!this.enabled || this.timer) return;
     this.process.start();
+    this.startRss = process.memoryUsage.rss() / (1024 * 1024);
     this.latest = this.process.sample();
     this.lastCounters = metrics.snapshot();
     let rotations = 0;
@@ -266,6 +275,11 @@ export class Apm {
     this.lastCounters = counters;
   }
 
+  private cpuLastMinute(latest: ProcessSample): number {
+    const points = this.history.slice(-30);
+    return points.length === 0 ? latest.cpuUser + latest.cpuSystem : points.reduce((n, p) => n + p.cpu, 0) / points.length;
+  }
+
   private rotate(): void {
     for (const stats of this.methods.values()) stats.rotate();
     for (const stats of this.publications.values()) stats.rotate();
@@ -331,7 +345,8 @@ export class Apm {
       traces: this.traces.recent(),
       errors: this.errors.recent(),
       overflowed: { methods: this.methods.overflowed, publications: this.publications.overflowed, shapes: this.database.shapes.overflowed },
-      idle: { cpuPercent: Number.isFinite(this.idleCpu) ? this.idleCpu : 0, rssMb: Number.isFinite(this.idleRss) ? this.idleRss : 0 },
+      idle: Number.isFinite(this.idleRss) ? { cpuPercent: this.idleCpu, rssMb: this.idleRss, measured: true } : { cpuPercent: 0, rssMb: this.startRss, measured: false },
+      cpuLastMinute: this.cpuLastMinute(latest),
     };
     if (process.env.PERSEID_WORKER_ID !== undefined) report.worker = process.env.PERSEID_WORKER_ID;
     return report;
@@ -389,7 +404,8 @@ export function capacityFor(reports: readonly ApmReport[], target?: CapacityTarg
       processes: reports.length,
       sessions: sum((r) => r.sessions.sessions),
       users: sum((r) => r.sessions.users),
-      cpuPercent: sum((r) => r.process.cpuUser + r.process.cpuSystem),
+      cpuPercent: sum((r) => r.cpuLastMinute),
+      idleMeasured: reports.every((r) => r.idle.measured),
       idleCpuPercent: sum((r) => r.idle.cpuPercent),
       rssMb: sum((r) => r.process.rssMb),
       idleRssMb: sum((r) => r.idle.rssMb),

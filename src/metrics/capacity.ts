@@ -20,6 +20,8 @@ export interface CapacityInputs {
   rssMb: number;
   /** Memory with no session open, the lowest seen (summed over processes). */
   idleRssMb: number;
+  /** Whether the idle figures were seen (no session open) or stand-ins (CPU 0, memory at start). */
+  idleMeasured: boolean;
   /** Share of time the busiest event loop was busy over the last minute (0-1). */
   utilization: number;
   lagP99Ms: number;
@@ -78,6 +80,7 @@ export function capacityReport(inputs: CapacityInputs, target?: CapacityTarget):
     lagP99Ms: inputs.lagP99Ms,
   };
   if (inputs.sessions === 0) report.note = 'No session is open: the per-100 figures need the server under real (or `perseid load`) traffic.';
+  else if (!inputs.idleMeasured) report.note = 'No idle moment seen yet: the baseline is CPU 0 and the memory at start, so the per-100 figures err high.';
   if (target) {
     const cpuTarget = target.cpuPercent ?? 70;
     const perSessionCpu = report.cpuPer100Sessions === null ? null : report.cpuPer100Sessions / 100;

@@ -8,7 +8,8 @@
  * capacity, jobs, processes). Every figure is put in with textContent, never
  * as HTML: method names and error messages come from the app and its users.
  * With an admin token the page asks for it once and sends it as a Bearer
- * token (kept in sessionStorage).
+ * token (kept in sessionStorage). Its policy runs only its own scripts (a
+ * nonce per response); styles may be inline (uPlot sets them).
  */
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
@@ -91,9 +92,9 @@ async function refresh() {
   table('t-advice', ['', 'collection', 'run this', 'why', 'cost'],
     v.advice.map((a) => [a.action, a.collection, el('code', null, a.line), a.reason + (a.shapes.length ? ' — ' + a.shapes.join('; ') : ''), a.cost ? fmt(a.cost.docsExaminedPerSecond, 0) + ' docs examined/s, ' + fmt(a.cost.avgMs, 2) + ' ms avg over ' + a.cost.ops + ' ops' : '']));
   const c = v.capacity;
-  table('t-capacity', ['sessions', 'users', 'CPU % per 100 sessions', 'MB per 100 sessions', 'CPU % per 100 users', 'MB per 100 users', 'event-loop headroom', 'plan'],
+  table('t-capacity', ['sessions', 'users', 'CPU % per 100 sessions', 'MB per 100 sessions', 'CPU % per 100 users', 'MB per 100 users', 'event-loop headroom', 'plan', 'note'],
     [[c.sessions, c.users, fmt(c.cpuPer100Sessions), fmt(c.memoryMbPer100Sessions), fmt(c.cpuPer100Users), fmt(c.memoryMbPer100Users), fmt(c.eventLoopHeadroomPercent, 0) + ' %',
-      c.plan ? (c.plan.instances === null ? 'unknown (no load to measure)' : c.plan.instances + ' instance(s) for ' + c.plan.sessions + ' sessions at ' + c.plan.cpuPercent + ' % CPU') : (c.note || '')]]);
+      c.plan ? (c.plan.instances === null ? 'unknown (no load to measure)' : c.plan.instances + ' instance(s) for ' + c.plan.sessions + ' sessions at ' + c.plan.cpuPercent + ' % CPU') : 'add ?sessions=N to plan', c.note || '']]);
   const jobs = v.jobs;
   if (jobs && jobs.jobs) table('t-jobs', ['job', 'runs', 'succeeded', 'failed', 'running', 'queued', 'avg ms', 'last run', 'next run', 'last error'],
     jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running, j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastError || '']));
@@ -146,8 +147,8 @@ function pageTemplate(): string {
   const uplotJs = readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js'), 'utf8');
   const uplotCss = readFileSync(require.resolve('uplot/dist/uPlot.min.css'), 'utf8');
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Perseid dashboard</title>
-<style nonce="__PERSEID_NONCE__">${uplotCss}${STYLE}</style></head><body>${BODY}
+<html lang="en"><head><meta charset="utf-8"><title>Perseid dashboard</title><link rel="icon" href="data:,">
+<style>${uplotCss}${STYLE}</style></head><body>${BODY}
 <script nonce="__PERSEID_NONCE__">${uplotJs}</script>
 <script nonce="__PERSEID_NONCE__">${SCRIPT}</script>
 </body></html>

@@ -64,7 +64,7 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
     res.writeHead(refusal ? 401 : 200, {
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
-      'content-security-policy': `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; connect-src 'self'; img-src 'self' data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'`,
+      'content-security-policy': `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'`,
       'x-frame-options': 'DENY',
     });
     res.end(dashboardPage(nonce));
