@@ -2,8 +2,10 @@
 /** The `perseid` command. */
 import { helpText, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { DatabaseUnavailableError } from '../data/driver.js';
+import { StoreError } from '../data/embedded/store-errors.js';
 import { loadCommand, runLoadCommand } from './load.js';
 import { runStart, startCommand } from './start.js';
+import { runStoreCommand, storeCommand } from './store.js';
 
 interface Command {
   spec: CommandSpec;
@@ -14,6 +16,7 @@ interface Command {
 const commands: Record<string, Command> = {
   start: { spec: startCommand, run: (parsed) => runStart(parsed).then(() => undefined) },
   load: { spec: loadCommand, run: (parsed) => runLoadCommand(parsed) },
+  store: { spec: storeCommand, run: (parsed) => runStoreCommand(parsed) },
 };
 
 function overview(): string {
@@ -58,6 +61,10 @@ async function main(argv: string[]): Promise<number> {
     }
     if (error instanceof DatabaseUnavailableError) {
       process.stderr.write(`perseid ${name}: ${error.detail}\n`);
+      return 1;
+    }
+    if (error instanceof StoreError) {
+      process.stderr.write(`perseid ${name}: ${error.message}\n`);
       return 1;
     }
     throw error;

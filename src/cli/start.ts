@@ -95,6 +95,7 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
 async function bootApp(appPath: string, database: Database, compression: CompressionOptions | false): Promise<PerseidServer> {
   setDefaultDatabase(database);
   const server = createServer({ compression });
+  server.healthCheck('database', () => database.driver.problem?.());
   const app = (await import(pathToFileURL(resolve(appPath)).href)) as { default?: unknown };
   if (typeof app.default !== 'function') throw new UsageError(`${appPath} has no default export function (server) => { ... }`);
   await (app.default as (server: PerseidServer) => unknown)(server);

@@ -10,7 +10,9 @@ import { metrics } from '../metrics/registry.js';
 import { pathOf } from '../transport/paths.js';
 
 export interface HealthReport {
-  status: 'ok' | 'draining';
+  /** `failing`: something the server needs does not work (say, the database cannot take writes); see `reason`. */
+  status: 'ok' | 'draining' | 'failing';
+  reason?: string;
   sessions: number;
   uptimeSeconds: number;
 }
