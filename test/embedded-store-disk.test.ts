@@ -14,8 +14,6 @@ import { docsOf, open } from './embedded-helpers.js';
 import { eventually } from './processes.js';
 import { smallDisk, smallDiskSkip } from './small-disk.js';
 
-if (smallDiskSkip) console.log(`# SKIPPED the embedded store on a full disk: ${smallDiskSkip}`);
-
 const big = (id: string) => ({ _id: id, pad: 'x'.repeat(16 * 1024) }); // more than the log's last page can still take
 
 describe('embedded store: a full disk', { skip: smallDiskSkip }, () => {

@@ -13,6 +13,7 @@ import { openEmbeddedStore } from '../src/data/embedded/store.js';
 import { StoreInUseError } from '../src/data/embedded/store-errors.js';
 import { docsOf, open, tempDir } from './embedded-helpers.js';
 import { CLI, exited, startPerseid } from './processes.js';
+import { needs } from './skips.js';
 
 const APP = 'dist/examples/tasks/app.js';
 const LOCK_HOLDER = new URL('./fixtures/embedded-holder.js', import.meta.url).pathname;
@@ -80,9 +81,8 @@ describe('embedded store: the data directory lock', () => {
 
   const unshare = spawnSync('unshare', ['--pid', '--fork', '--kill-child', 'true']);
   const canUnshare = process.getuid?.() === 0 && unshare.status === 0;
-  if (!canUnshare) console.log('# SKIPPED two servers in separate pid namespaces: needs root and `unshare` (util-linux)');
 
-  it('refuses a second server in another pid namespace with one line, though both are PID 1', { skip: !canUnshare }, async () => {
+  it('refuses a second server in another pid namespace with one line, though both are PID 1', { skip: canUnshare ? false : needs('root and unshare (util-linux)', 'run the tests as root, with apt-get install util-linux') }, async () => {
     const dir = tempDir();
     const inNamespace = ['--pid', '--fork', '--kill-child', process.execPath, CLI, 'start', APP, '--data-dir', dir, '--port', '0'];
     const first = spawn('unshare', inNamespace, { stdio: ['ignore', 'pipe', 'pipe'] });

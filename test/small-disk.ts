@@ -1,12 +1,13 @@
 /**
  * A small tmpfs a test can fill to the last byte and free again: a real full
- * disk, not a mock. Mounting needs root; `smallDiskSkip` says why a suite
- * skips when it cannot.
+ * disk, not a mock. Mounting needs root; `smallDiskSkip` is the skip reason
+ * when it cannot.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { needs } from './skips.js';
 
 function tryMount(dir: string, bytes: number): string | undefined {
   const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${bytes}`, 'tmpfs', dir], { encoding: 'utf8' });
@@ -14,11 +15,11 @@ function tryMount(dir: string, bytes: number): string | undefined {
 }
 
 function probe(): string | undefined {
-  if (process.getuid?.() !== 0) return 'mounting a small tmpfs needs root';
+  if (process.getuid?.() !== 0) return needs('root (to mount a small tmpfs)', 'run the tests as root');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'perseid-disk-probe-'));
   try {
     const failure = tryMount(dir, 1 << 20);
-    if (failure) return `cannot mount a tmpfs (${failure})`;
+    if (failure) return needs(`a tmpfs mount (mount said: ${failure})`, 'run the tests as root where mount -t tmpfs works');
     spawnSync('umount', [dir]);
     return undefined;
   } finally {
