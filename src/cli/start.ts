@@ -191,6 +191,13 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     });
     const bound = await primary.listen(port, host);
     const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log) : undefined;
+    const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
+    // Signals are handled before the start is announced: whoever reacts to the line can stop it cleanly.
+    onSignals(
+      log,
+      () => primary.drain(drainMs).then(after),
+      () => primary.close().then(after),
+    );
     log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
       app: appPath,
       workers,
@@ -198,12 +205,6 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       changes: feedStore ? feedStore.changes.name : 'the fan-out bus',
       cluster: joined?.membership.id,
     });
-    const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
-    onSignals(
-      log,
-      () => primary.drain(drainMs).then(after),
-      () => primary.close().then(after),
-    );
     return primary;
   }
 
@@ -213,6 +214,13 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log) : undefined;
   if (!joined) monitor.stop();
+  const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
+  // Signals are handled before the start is announced: whoever reacts to the line can stop it cleanly.
+  onSignals(
+    log,
+    () => server.drain(drainMs).then(after),
+    () => server.close().then(after),
+  );
   log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
     app: appPath,
     store: database.driver.kind,
@@ -221,11 +229,5 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     fanout: fanout ? 'redis' : undefined,
     cluster: joined?.membership.id,
   });
-  const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
-  onSignals(
-    log,
-    () => server.drain(drainMs).then(after),
-    () => server.close().then(after),
-  );
   return server;
 }
