@@ -33,8 +33,9 @@ const result = spawnSync(
     '--test-reporter=./scripts/test-summary-reporter.js',
     `--test-reporter-destination=${summaryFile}`,
     `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`,
-    // A hung test fails after this long instead of holding CI up.
-    `--test-timeout=${process.env.TEST_TIMEOUT_MS ?? 120000}`,
+    // A hung test fails after this long instead of holding CI up. Node applies it to each file as a
+    // whole too (every file runs in its own process), and the process suites take a minute or two.
+    `--test-timeout=${process.env.TEST_TIMEOUT_MS ?? 240000}`,
     ...flags,
     ...files,
   ],

@@ -54,8 +54,8 @@ export class WriteAheadLog<P> {
   private failure: DatabaseUnavailableError | undefined;
   /** Bytes the failed batch tried to write: the probe writes as much. */
   private failedBytes = 0;
-  /** Set while the file still holds part of a failed batch (cutting it back failed too). */
-  private cutBackTo: number | undefined;
+  /** The file still holds part of a failed batch (cutting it back failed too): the probe retries. */
+  private cutBackPending = false;
   private probe: NodeJS.Timeout | undefined;
   private boundaryWork: Array<() => void> = [];
 
@@ -181,9 +181,9 @@ export class WriteAheadLog<P> {
   private cutBack(): void {
     try {
       ftruncateSync(this.fd, this.bytes);
-      this.cutBackTo = undefined;
+      this.cutBackPending = false;
     } catch {
-      this.cutBackTo = this.bytes;
+      this.cutBackPending = true;
     }
   }
 
@@ -197,8 +197,8 @@ export class WriteAheadLog<P> {
   private tryResume(): void {
     const probe = join(dirname(this.path), PROBE_FILE);
     try {
-      if (this.cutBackTo !== undefined) this.cutBack();
-      if (this.cutBackTo !== undefined) return;
+      if (this.cutBackPending) this.cutBack();
+      if (this.cutBackPending) return;
       writeFileSync(probe, Buffer.alloc(Math.min(Math.max(this.failedBytes, PROBE_MIN_BYTES), PROBE_MAX_BYTES)));
     } catch {
       return;
