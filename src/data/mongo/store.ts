@@ -37,6 +37,12 @@ export interface MongoStoreOptions {
   fenceTimeoutMs?: number;
   /** How long operations wait for a reachable server before failing. */
   serverSelectionTimeoutMs?: number;
+  /**
+   * An operation with no answer after this long fails with 503 (default 30000 ms): a server
+   * restart can leave an operation waiting on a connection that will never answer, and a method
+   * waiting on it would hold its client's method queue forever.
+   */
+  operationTimeoutMs?: number;
   /** For change source `ipc` (a worker): the primary's change feed, and what it follows the database with. */
   feed?: { link: FeedLink; name: string };
   /**
@@ -107,6 +113,7 @@ export class MongoStore implements StorageDriver {
         publish: this.fanout ? (c, changes) => this.fanout!.published(c, changes) : undefined,
         countRead: (n) => dataMetrics.databaseReads.inc(n),
         translate: (error) => this.translate(error),
+        operationTimeoutMs: this.options.operationTimeoutMs ?? 30000,
       });
       this.collections.set(name, collection);
     }
