@@ -63,6 +63,10 @@ if (summary.skipped.length) {
   lines.push(`Skipped (${summary.skipped.length}):`);
   for (const s of summary.skipped) lines.push(`  ${s.kind.padEnd(5)} ${s.name}  [${s.file}]`, `        ${s.reason}`);
 }
+if (summary.todo.length) {
+  lines.push(`To do (${summary.todo.length}; run, but not counted):`);
+  for (const t of summary.todo) lines.push(`  ${t.outcome.padEnd(6)} ${t.name}  [${t.file}]`, `         ${t.reason}`);
+}
 const unexpected = expectAll ? summary.skipped.filter((s) => ENABLE.test(s.reason)) : [];
 if (unexpected.length) {
   lines.push(`PERSEID_TEST_EXPECT_ALL=1: ${unexpected.length} suite(s) or test(s) above were skipped for want of something CI must have: failing the run.`);

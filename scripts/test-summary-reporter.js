@@ -10,7 +10,7 @@ function where(file) {
 }
 
 export default async function* summary(source) {
-  const result = { passed: 0, failed: 0, skipped: [], failures: [] };
+  const result = { passed: 0, failed: 0, skipped: [], todo: [], failures: [] };
   const stacks = new Map(); // file → frames by nesting: { name, failedInside }
   for await (const event of source) {
     const { type, data } = event;
@@ -27,7 +27,8 @@ export default async function* summary(source) {
     if (data.skip !== undefined && data.skip !== false) {
       result.skipped.push({ kind: suite ? 'suite' : 'test', name: path, file: where(data.file), reason: data.skip === true ? '(no reason given)' : String(data.skip) });
     } else if (data.todo !== undefined && data.todo !== false) {
-      // a todo is neither a pass nor a failure
+      // Neither a pass nor a failure: listed, with how it went.
+      result.todo.push({ name: path, file: where(data.file), reason: data.todo === true ? '(no reason given)' : String(data.todo), outcome: type === 'test:pass' ? 'passed' : 'failed' });
     } else if (type === 'test:pass') {
       if (!suite) result.passed += 1;
     } else {
