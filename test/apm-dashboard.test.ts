@@ -13,10 +13,10 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { startServer, type TestServer } from './helpers.js';
+import { needs } from './skips.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
-const skip = CHROMIUM ? false : 'Chromium not found: apt-get install chromium, or set CHROMIUM_PATH';
-if (skip) console.log(`# SKIPPED dashboard suite: ${skip}`);
+const skip = CHROMIUM ? false : needs('Chromium', 'apt-get install chromium (or set CHROMIUM_PATH)');
 
 const CHARTS = ['c-throughput', 'c-latency', 'c-ready', 'c-cpu', 'c-memory', 'c-loop'];
 

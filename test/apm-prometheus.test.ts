@@ -15,14 +15,14 @@ import { after, before, describe, it } from 'node:test';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
 import { eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
+import { needs, needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
 const mongo = await serviceUrl('mongo-java-server');
 const prometheusFound = spawnSync('prometheus', ['--version']).status === 0;
-const skip = !mongo ? `mongo-java-server is not running; ${HOW_TO_START}` : !prometheusFound ? 'prometheus not found: apt-get install prometheus' : false;
-if (skip) console.log(`# SKIPPED the Prometheus suite: ${skip}`);
+const skip = needsServices({ 'mongo-java-server': mongo }) || (!prometheusFound && needs('Prometheus', 'apt-get install prometheus'));
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

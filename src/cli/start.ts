@@ -18,6 +18,7 @@ import { integerOption, UsageError, type CommandSpec, type Parsed } from './args
 import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
+import { StoreError } from '../data/embedded/store-errors.js';
 import { readRole, roleOptions, startJobs } from './jobs-role.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
@@ -111,9 +112,10 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
   return { ...DEFAULT_COMPRESSION, threshold };
 }
 
-/** Creates the server and runs the app's setup on it. */
-async function bootApp(setup: AppSetup, appPath: string, options: ServerOptions): Promise<PerseidServer> {
+/** Creates the server, reporting the database's health on /health, and runs the app's setup on it. */
+async function bootApp(setup: AppSetup, appPath: string, options: ServerOptions, database: Database): Promise<PerseidServer> {
   const server = createServer({ ...options, clientVersion: process.env.PERSEID_CLIENT_VERSION || undefined });
+  server.healthCheck('database', () => database.driver.problem?.());
   await runAppSetup(setup, server, appPath);
   return server;
 }
@@ -123,9 +125,8 @@ async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
   try {
     return await getDefaultDatabase();
   } catch (error) {
-    if (error instanceof DatabaseUnavailableError || error instanceof StartupError || dataDir === undefined) throw error;
-    const owner = /in use by process (\d+)/.exec((error as Error).message)?.[1];
-    if (owner) throw new StartupError(`the data directory ${dataDir} is in use by process ${owner} (another perseid start?): stop it, or choose another with --data-dir`, error);
+    // A store in use or damaged already says what to do, in one line.
+    if (error instanceof DatabaseUnavailableError || error instanceof StartupError || error instanceof StoreError || dataDir === undefined) throw error;
     throw new StartupError(`cannot open the data directory ${dataDir}: ${(error as Error).message}`, error);
   }
 }
@@ -253,7 +254,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     setDefaultDatabaseOptions({ feed, fanout: fanout?.store });
     const setup = await loadAppModule(appPath);
     const database = await openAppDatabase(undefined);
-    const server = await bootApp(setup, appPath, serverOptions);
+    const server = await bootApp(setup, appPath, serverOptions, database);
     await serveAsWorker(server);
     const stopJobs = await startJobs(server, database, values, env, id, log);
     process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
@@ -313,7 +314,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   setDefaultDatabaseOptions({ dataDir, fsync: values.fsync === true, fanout: fanout?.store });
   const setup = await loadAppModule(appPath);
   const database = await openAppDatabase(embedded ? dataDir : undefined);
-  const server = await bootApp(setup, appPath, { ...serverOptions, adminEndpoints: adminPort === undefined });
+  const server = await bootApp(setup, appPath, { ...serverOptions, adminEndpoints: adminPort === undefined }, database);
   const bound = await listenOn(() => server.listen(port, host), port, host);
   if (adminPort !== undefined) await serveAdmin((req, res) => server.adminRequest(req, res), adminPort, adminHost, log);
   const monitor = new LoadMonitor(() => server.sessionCount);
