@@ -87,12 +87,6 @@ describe('APM on a real server', () => {
     });
     const items = t.collection<{ n: number }>('items');
     for (let n = 0; n < 20; n++) await items.insertAsync({ n });
-    const orders = t.collection<{ owner: string; at: number; status: string }>('orders');
-    for (let i = 0; i < 3000; i++) await orders.insertAsync({ owner: `o${i % 30}`, at: i, status: i % 3 === 0 ? 'open' : 'done' });
-    const stock = t.collection<{ sku: string; owner: string }>('stock');
-    await stock.createIndexAsync({ sku: 1 });
-    await stock.createIndexAsync({ owner: 1 });
-    for (let i = 0; i < 6000; i++) await stock.insertAsync({ sku: `s${i}`, owner: `o${i % 20}` });
     client = ddp(t);
     await client.connect();
   });
@@ -113,8 +107,9 @@ describe('APM on a real server', () => {
     const hold = slowest(snapshot, 'hold');
     assert.ok(work.wait >= 90 && work.wait < 400, `work waited ~100 ms in the queue: ${work.wait}`);
     assert.ok(work.compute >= 38 && work.compute < 200, `work computed ~40 ms: ${work.compute}`);
-    // The client runs in this process too: its own work while the timer runs counts as the loop being busy.
-    assert.ok(work.async >= 12 && work.async < 200, `work awaited a 30 ms timer: ${work.async}`);
+    // Whatever else this process runs while the timer waits (the client is in this process too) counts as the
+    // loop being busy, i.e. compute: async is at most the timer, and compute and async together cover both.
+    assert.ok(work.async > 0 && work.async < 200, `work awaited a 30 ms timer: ${work.async}`);
     assert.ok(work.async + work.compute >= 68, `compute and async cover the 40 ms loop and the 30 ms timer: ${work.async + work.compute}`);
     assert.ok(work.db > 0 && work.db < 200, `work read the database: ${work.db}`);
     const dbEvents = work.events.filter((e) => e.type === 'db');
@@ -196,6 +191,13 @@ describe('APM on a real server', () => {
   });
 
   it('advises one index per scanning shape in ESR order, with prefix suppression and the exact line; creating it removes the advice', async () => {
+    // Seeded here, after the timing tests: the store's work on 9,000 writes would run in their awaits.
+    const ordersCollection = t.collection<{ owner: string; at: number; status: string }>('orders');
+    for (let i = 0; i < 3000; i++) await ordersCollection.insertAsync({ owner: `o${i % 30}`, at: i, status: i % 3 === 0 ? 'open' : 'done' });
+    const stock = t.collection<{ sku: string; owner: string }>('stock');
+    await stock.createIndexAsync({ sku: 1 });
+    await stock.createIndexAsync({ owner: 1 });
+    for (let i = 0; i < 6000; i++) await stock.insertAsync({ sku: `s${i}`, owner: `o${i % 20}` });
     for (let i = 0; i < 5; i++) {
       await client.call('recent', `o${i}`);
       await client.call('byOwner', `o${i}`);
