@@ -114,7 +114,8 @@ function scans(figures: ShapeFigures, options: AdvisorOptions): boolean | undefi
   } else if (figures.plan?.examined !== undefined) {
     examined = figures.plan.examined;
     returned = figures.plan.returned ?? 0;
-  } else return undefined;
+  } else if (figures.plan?.stage === 'COLLSCAN') return true; // a plan without counts (FerretDB's) still says it reads every document
+  else return undefined;
   return examined - returned >= options.minWastePerOp && examined >= options.minRatio * Math.max(1, returned);
 }
 
@@ -196,7 +197,9 @@ export function adviseIndexes(
     const cost = costOf(entry.shapes, entry.inferred);
     const reason = entry.inferred
       ? `no index of ${entry.collection} starts with a field these queries test (the database gave no plan: inferred)`
-      : `these queries examine ${cost.examinedPerReturned.toFixed(1)} documents per document returned`;
+      : cost.docsExamined > 0
+        ? `these queries examine ${cost.examinedPerReturned.toFixed(1)} documents per document returned`
+        : 'the database\'s plan for these queries reads the whole collection';
     return {
       action: 'create',
       collection: entry.collection,

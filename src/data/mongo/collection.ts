@@ -125,6 +125,11 @@ export class MongoCollection implements CollectionDriver {
         if (typeof stage.indexName === 'string') index ??= stage.indexName;
         stage = (stage.inputStage ?? (stage.queryPlan as BsonDocument | undefined)) as BsonDocument | undefined;
       }
+      // FerretDB reports its backend's plan instead (SQLite's lines: "SCAN <table>" reads every row).
+      const backend = (explained.queryPlanner as { Plan?: unknown } | undefined)?.Plan;
+      if (stages.length === 0 && Array.isArray(backend) && backend.every((line) => typeof line === 'string')) {
+        stages.push((backend as string[]).some((line) => /\bSCAN\b/.test(line) && !/USING (COVERING )?INDEX/.test(line)) ? 'COLLSCAN' : 'IXSCAN');
+      }
       const leaf = stages.at(-1);
       if (!leaf && stats?.totalDocsExamined === undefined) return undefined;
       const plan: QueryPlan = { stage: leaf ?? 'UNKNOWN', sampled: true };
