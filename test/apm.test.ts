@@ -19,6 +19,7 @@ import { apm, NAME_CAP, type ApmSnapshot } from '../src/metrics/apm.js';
 import type { IndexAdvice } from '../src/metrics/advisor.js';
 import type { TraceRecord } from '../src/metrics/trace.js';
 import { RawPeer, startServer, type TestServer } from './helpers.js';
+import { eventually } from './processes.js';
 
 const exporter = new InMemorySpanExporter();
 const provider = new NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
@@ -181,6 +182,14 @@ describe('APM on a real server', () => {
       assert.equal(pub.initialDocs, 40);
       assert.equal(pub.observersCreated, 1);
       assert.equal(pub.observersReused, 1);
+      // A change reaches both subscribers: counted once per change, with its two subscribers.
+      const id = await t.collection<{ n: number }>('items').insertAsync({ n: 100 });
+      await t.collection('items').removeAsync({ _id: id });
+      let live: { added: number; removed: number } | undefined;
+      await eventually(() => {
+        live = apm.report().publications.find((p) => p.name === 'items')?.live;
+        return live?.added === 2 && live.removed === 2;
+      }, `the live changes counted: ${JSON.stringify(live)}`);
       const subTrace = snapshot.reports[0]!.traces.find((tr) => tr.kind === 'sub' && tr.name === 'items')!;
       assert.ok(subTrace.events.some((e) => e.type === 'db' && e.collection === 'items'), 'the live query\'s first read is in the sub\'s trace');
       await first.stop();

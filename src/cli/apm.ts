@@ -117,7 +117,7 @@ export function topScreen(v: DashboardView): string {
   out.push('', 'Methods (recent)');
   out.push(...table(['method', 'calls', 'errors', '/s', 'p50', 'p95', 'p99', 'wait', 'db', 'async', 'compute', 'waitedOn'], v.methods.slice(0, 15).map((m) => [m.name, m.calls, m.errors, f(m.rate, 2), f(m.p50), f(m.p95), f(m.p99), f(m.breakdown.wait), f(m.breakdown.db), f(m.breakdown.async), f(m.breakdown.compute), f(m.breakdown.waitedOn)])));
   out.push('', 'Publications');
-  out.push(...table(['publication', 'subs', 'active', 'errors', '/s', 'ready p50', 'ready p95', 'initial docs', 'reuse %'], v.publications.slice(0, 10).map((p) => [p.name, p.subs, p.active, p.errors, f(p.rate, 2), f(p.readyP50), f(p.readyP95), p.initialDocs, f(100 * p.observerReuse, 0)])));
+  out.push(...table(['publication', 'subs', 'active', 'errors', '/s', 'ready p50', 'ready p95', 'initial docs', 'live docs', 'reuse %'], v.publications.slice(0, 10).map((p) => [p.name, p.subs, p.active, p.errors, f(p.rate, 2), f(p.readyP50), f(p.readyP95), p.initialDocs, p.liveDocs, f(100 * p.observerReuse, 0)])));
   const lq = v.liveQueries;
   out.push('', `Live queries: ${lq.active} active (${Object.entries(lq.byStrategy).map(([k, n]) => `${k} ${n}`).join(', ')}), ${lq.created} created, ${lq.reused} reused (${f(100 * lq.reuseRatio, 0)} %), ${lq.docsRead} documents read, ${lq.requeries} re-queries`);
   out.push('', 'Slowest calls [w=wait d=db a=async c=compute]');

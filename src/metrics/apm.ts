@@ -81,6 +81,8 @@ export interface PublicationReport {
   recentReady: HistogramData;
   lifetime: HistogramData;
   initialDocs: number;
+  /** Documents sent after ready, by kind (added, changed, removed), counted once per change and publication. */
+  live: { added: number; changed: number; removed: number };
   observersCreated: number;
   observersReused: number;
 }
@@ -185,7 +187,7 @@ export class Apm {
     const stats = this.methods.get(trace.name);
     stats.record(trace);
     this.intervalMethods.record(trace.total);
-    this.traces.offer(trace);
+    this.traces.offer(trace, stats);
     if (error !== undefined) this.errors.add('method', trace.name, error, clientError, trace.record());
     endCallSpan(trace);
   }
@@ -216,16 +218,21 @@ export class Apm {
       this.errors.add('sub', trace.name, error, clientError, trace.record());
     } else {
       stats.readyAfter(trace.total);
-      stats.sentInitially(initialDocs, 0);
+      stats.sentInitially(initialDocs);
       this.intervalReady.record(trace.total);
     }
-    this.traces.offer(trace);
+    this.traces.offer(trace, stats);
     endCallSpan(trace);
   }
 
   subStopped(trace: Trace | undefined, lifetimeMs: number): void {
     if (!trace) return;
     this.publications.get(trace.name).stopped(lifetimeMs);
+  }
+
+  /** Where a subscription's live queries count the changes they send it (undefined when not traced). */
+  changeCounter(trace: Trace | undefined): PublicationStats | undefined {
+    return trace && this.publications.get(trace.name);
   }
 
   observerAttached(trace: Trace | undefined, reused: boolean): void {
@@ -307,6 +314,7 @@ export class Apm {
         recentReady: p.ready.recent().data(),
         lifetime: p.lifetime.data(),
         initialDocs: p.initialDocs,
+        live: { added: p.liveAdded, changed: p.liveChanged, removed: p.liveRemoved },
         observersCreated: p.observersCreated,
         observersReused: p.observersReused,
       })),

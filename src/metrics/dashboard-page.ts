@@ -78,8 +78,8 @@ async function refresh() {
   chart('c-loop', 'Event loop delay p99 and GC pauses (ms per sample)', [{ label: 'delay p99', value: (p) => p.lagP99 }, { label: 'GC', value: (p) => p.gcMs }]);
   table('t-methods', ['method', 'calls', 'errors', 'calls/s', 'p50 ms', 'p95 ms', 'p99 ms', 'wait', 'db', 'async', 'compute', 'waitedOn'],
     v.methods.map((m) => [m.name, m.calls, m.errors, fmt(m.rate, 2), fmt(m.p50), fmt(m.p95), fmt(m.p99), fmt(m.breakdown.wait), fmt(m.breakdown.db), fmt(m.breakdown.async), fmt(m.breakdown.compute), fmt(m.breakdown.waitedOn)]));
-  table('t-pubs', ['publication', 'subs', 'active', 'errors', 'subs/s', 'ready p50 ms', 'ready p95 ms', 'initial docs', 'observer reuse'],
-    v.publications.map((p) => [p.name, p.subs, p.active, p.errors, fmt(p.rate, 2), fmt(p.readyP50), fmt(p.readyP95), p.initialDocs, fmt(100 * p.observerReuse, 0) + ' %']));
+  table('t-pubs', ['publication', 'subs', 'active', 'errors', 'subs/s', 'ready p50 ms', 'ready p95 ms', 'initial docs', 'live docs', 'observer reuse'],
+    v.publications.map((p) => [p.name, p.subs, p.active, p.errors, fmt(p.rate, 2), fmt(p.readyP50), fmt(p.readyP95), p.initialDocs, p.liveDocs, fmt(100 * p.observerReuse, 0) + ' %']));
   const lq = v.liveQueries;
   table('t-live', ['created', 'reused', 'reuse ratio', 'active', 'by strategy', 'documents read', 're-queries'],
     [[lq.created, lq.reused, fmt(100 * lq.reuseRatio, 0) + ' %', lq.active, Object.entries(lq.byStrategy).map(([k, n]) => k + ' ' + n).join(', '), lq.docsRead, lq.requeries]]);

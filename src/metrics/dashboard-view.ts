@@ -35,6 +35,8 @@ export interface PublicationRow {
   readyP50: number;
   readyP95: number;
   initialDocs: number;
+  /** Documents sent after ready (added, changed, removed) over every subscriber. */
+  liveDocs: number;
   /** Share of its cursors that joined a running live query. */
   observerReuse: number;
 }
@@ -121,11 +123,12 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
   const publications = new Map<string, PublicationRow & { ready: Histogram; reused: number; observers: number; recentSubs: number }>();
   for (const r of reports) {
     for (const p of r.publications) {
-      const row = publications.get(p.name) ?? { name: p.name, subs: 0, active: 0, errors: 0, rate: 0, readyP50: 0, readyP95: 0, initialDocs: 0, observerReuse: 0, ready: new Histogram(), reused: 0, observers: 0, recentSubs: 0 };
+      const row = publications.get(p.name) ?? { name: p.name, subs: 0, active: 0, errors: 0, rate: 0, readyP50: 0, readyP95: 0, initialDocs: 0, liveDocs: 0, observerReuse: 0, ready: new Histogram(), reused: 0, observers: 0, recentSubs: 0 };
       row.subs += p.subs;
       row.active += p.active;
       row.errors += p.errors;
       row.initialDocs += p.initialDocs;
+      row.liveDocs += p.live.added + p.live.changed + p.live.removed;
       row.recentSubs += p.recentSubs;
       row.ready.add(p.recentReady.count > 0 ? p.recentReady : p.ready);
       row.reused += p.observersReused;

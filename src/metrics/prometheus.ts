@@ -76,6 +76,9 @@ export async function prometheusText(reports: readonly ApmReport[]): Promise<str
       family('perseid_publication_ready_seconds', 'Time from the sub message arriving to ready', 'histogram').addHistogram(p.ready, labels);
       family('perseid_publication_lifetime_seconds', 'How long stopped subscriptions were open', 'histogram').addHistogram(p.lifetime, labels);
       family('perseid_publication_initial_documents_total', 'Documents sent before ready', 'counter').add(p.initialDocs, labels);
+      for (const kind of ['added', 'changed', 'removed'] as const) {
+        family('perseid_publication_live_documents_total', 'Documents sent after ready, by kind (added, changed, removed), over every subscriber', 'counter').add(p.live[kind], { ...labels, kind });
+      }
       family('perseid_publication_observers_total', 'Cursors attached to a live query: a new one (reused=false) or a running one', 'counter').add(p.observersCreated, { ...labels, reused: 'false' });
       family('perseid_publication_observers_total', '', 'counter').add(p.observersReused, { ...labels, reused: 'true' });
     }

@@ -1,7 +1,7 @@
 /**
  * What the APM keeps per publication (Kadira's pub metrics): subscriptions
  * started and stopped, active now, errors, time to ready, lifetime, documents
- * and bytes sent initially and live, and observer reuse. Live documents are
+ * sent initially and live, and observer reuse. Live documents are
  * counted by the live query once per change and publication (with how many
  * subscribers got it), never once per subscriber.
  */
@@ -22,11 +22,9 @@ export class PublicationStats {
   readonly ready = new WindowedHistogram();
   readonly lifetime = new Histogram();
   initialDocs = 0;
-  initialBytes = 0;
   liveAdded = 0;
   liveChanged = 0;
   liveRemoved = 0;
-  liveBytes = 0;
   observersCreated = 0;
   observersReused = 0;
   private current = { subs: 0, errors: 0 };
@@ -61,17 +59,15 @@ export class PublicationStats {
     else this.observersCreated++;
   }
 
-  sentInitially(docs: number, bytes: number): void {
+  sentInitially(docs: number): void {
     this.initialDocs += docs;
-    this.initialBytes += bytes;
   }
 
   /** One change of a live query, sent to `subscribers` subscriptions of this publication. */
-  sentLive(kind: ChangeKind, subscribers: number, bytes: number): void {
+  sentLive(kind: ChangeKind, subscribers: number): void {
     if (kind === 'added') this.liveAdded += subscribers;
     else if (kind === 'changed') this.liveChanged += subscribers;
     else this.liveRemoved += subscribers;
-    this.liveBytes += bytes * subscribers;
   }
 
   rotate(): void {

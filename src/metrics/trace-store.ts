@@ -9,12 +9,13 @@ import type { Trace, TraceRecord } from './trace.js';
 const MINUTE = 60000;
 
 export class TraceStore {
-  /** Minute number → slowest trace per `kind name`. */
-  private readonly minutes = new Map<number, Map<string, Trace>>();
+  /** Minute number → slowest trace per method or publication (keyed by its figures' object: no key text built per call). */
+  private readonly minutes = new Map<number, Map<object, Trace>>();
 
   constructor(private readonly keepMinutes = 5) {}
 
-  offer(trace: Trace): void {
+  /** `key`: the object standing for the trace's method or publication (one per name). */
+  offer(trace: Trace, key: object): void {
     const minute = Math.floor(Date.now() / MINUTE);
     let slowest = this.minutes.get(minute);
     if (!slowest) {
@@ -22,7 +23,6 @@ export class TraceStore {
       this.minutes.set(minute, slowest);
       for (const old of this.minutes.keys()) if (old <= minute - this.keepMinutes) this.minutes.delete(old);
     }
-    const key = `${trace.kind} ${trace.name}`;
     const held = slowest.get(key);
     if (!held || trace.total > held.total) slowest.set(key, trace);
   }
@@ -30,7 +30,7 @@ export class TraceStore {
   /** The slowest trace per name over the kept minutes, slowest first. */
   recent(limit = 50): TraceRecord[] {
     const since = Math.floor(Date.now() / MINUTE) - this.keepMinutes;
-    const best = new Map<string, Trace>();
+    const best = new Map<object, Trace>();
     for (const [minute, slowest] of this.minutes) {
       if (minute <= since) continue;
       for (const [key, trace] of slowest) {

@@ -11,7 +11,7 @@ import { idStringify } from '../ddp/ids.js';
 import type { ServerMessage } from '../ddp/messages.js';
 import type { Logger } from '../log.js';
 import type { DocChange, Fields } from '../reactive/doc-change.js';
-import type { LiveQuery, LiveQueryObserver } from '../reactive/live-query.js';
+import type { ChangeCounter, LiveQuery, LiveQueryObserver } from '../reactive/live-query.js';
 import type { ObserveHandle } from '../reactive/registry.js';
 import { apm } from '../metrics/apm.js';
 import { withCallSpan } from '../metrics/otel.js';
@@ -42,6 +42,8 @@ class CursorHolder implements Holder, LiveQueryObserver {
     collection: string,
     /** This connection's handling of a change failed: its merge box can no longer be trusted. */
     private readonly failed: (error: unknown) => void,
+    /** Its publication's figures, counted by the live query once per change (see LiveQueryObserver). */
+    readonly changeCounter?: ChangeCounter,
   ) {
     this.view = mergeBox.register(collection, this);
   }
@@ -67,6 +69,11 @@ class CursorHolder implements Holder, LiveQueryObserver {
     } catch (error) {
       this.failed(error);
     }
+  }
+
+  /** Documents its live query publishes now. */
+  size(): number {
+    return this.query?.size ?? 0;
   }
 
   forEach(callback: (key: string, fields: Fields) => void): void {
@@ -178,13 +185,29 @@ export class Subscription {
       throw new Error(`Publish function returned multiple cursors for collection ${[...names].join(', ')}`);
     }
     for (const cursor of cursors) {
-      const holder = new CursorHolder(this.host.mergeBox, cursor.collectionName, (error) => {
-        this.host.log.error('unexpected failure while sending a change; closing the connection', { sub: this.name, session: this.host.connection.id, error });
-        this.host.connection.close();
-      });
+      const holder = new CursorHolder(
+        this.host.mergeBox,
+        cursor.collectionName,
+        (error) => {
+          this.host.log.error('unexpected failure while sending a change; closing the connection', { sub: this.name, session: this.host.connection.id, error });
+          this.host.connection.close();
+        },
+        apm.changeCounter(this.trace),
+      );
       this.cursorHolders.push(holder);
+      // Waiting for the live query (its first read, or the running one's replay) is the subscription's `db` time.
+      // Timed here rather than by running observeLive in the trace's scope: a live query (and a change feed it
+      // starts) outlives the subscription and must not carry its scope.
       const { trace } = this;
-      const handle = await (trace ? runInWriteScope({ trace }, () => cursor.observeLive(holder)) : cursor.observeLive(holder));
+      const started = trace?.dbStarted();
+      let handle: ObserveHandle;
+      try {
+        handle = await cursor.observeLive(holder);
+      } catch (error) {
+        trace?.dbEnded(started!, cursor.collectionName, 'observe', undefined, undefined, error instanceof Error ? error.message : String(error));
+        throw error;
+      }
+      trace?.dbEnded(started!, cursor.collectionName, 'observe', undefined, holder.size());
       apm.observerAttached(trace, handle.reused);
       if (this.stopped) {
         handle.stop();
@@ -311,7 +334,7 @@ export class Subscription {
   /** Documents its cursors published initially (read once, at ready). */
   private initialDocuments(): number {
     let n = 0;
-    for (const holder of this.cursorHolders) holder.forEach(() => n++);
+    for (const holder of this.cursorHolders) n += holder.size();
     return n;
   }
 
