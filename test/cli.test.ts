@@ -51,7 +51,7 @@ describe('perseid CLI', () => {
       [['frobnicate'], /unknown command 'frobnicate'/],
       [['start'], /Missing the app module/],
       [['start', APP, '--port', 'abc'], /--port must be an integer/],
-      [['start', APP, '--nope'], /Unknown option '--nope'/],
+      [['start', APP, '--nope'], /unknown option --nope/],
       [['start', APP, '--compression', 'lots'], /--compression must be a byte count or off/],
       [['start', APP, '--log-level', 'loud'], /--log-level must be one of/],
     ];

@@ -169,6 +169,21 @@ export default async function (client, ctx) {
       await page.waitForFunction(() => (window as unknown as { charts?: unknown[] }).charts?.length === 4);
       assert.equal(await page.locator('canvas').count(), 4);
       assert.deepEqual(errors, []);
+      // The latency chart: connect included, one colour per measure (its p99 dashed), a legend to read without hovering, axes from zero.
+      const latency = await page.evaluate(() => {
+        type Plot = { series: Array<{ label: string; _stroke?: unknown; dash?: number[] }>; scales: Record<string, { min: number }> };
+        const plot = (window as unknown as { charts: Plot[] }).charts[0]!;
+        const strokes = [...document.querySelectorAll('#latency .u-legend .u-marker')].map((m) => getComputedStyle(m).borderColor);
+        return { labels: plot.series.slice(1).map((s) => s.label), strokes, minX: plot.scales.x!.min, minY: plot.scales.y!.min, legend: document.querySelector('#latency .u-legend')?.textContent ?? '' };
+      });
+      assert.ok(latency.labels.includes('connect p50') && latency.labels.includes('connect p99'), latency.labels.join());
+      const p50Colours = latency.labels.flatMap((label, i) => (label.endsWith(' p50') ? [latency.strokes[i]] : []));
+      assert.equal(new Set(p50Colours).size, p50Colours.length, `each measure its own colour: ${p50Colours.join(' ')}`);
+      assert.deepEqual(latency.labels.map((label, i) => label.endsWith(' p99') && latency.strokes[i] === latency.strokes[i - 1]).filter(Boolean).length, latency.labels.length / 2);
+      assert.equal(latency.minX, 0);
+      assert.equal(latency.minY, 0);
+      assert.match(latency.legend, /connect p50/);
+      assert.doesNotMatch(latency.legend, /--/, 'no hover-only values in the legend');
       assert.match((await page.textContent('h1')) ?? '', /perseid load · s1/);
     } finally {
       await browser.close();

@@ -74,14 +74,15 @@ export async function startService(name: ServiceName, options: { port?: number; 
   return handle;
 }
 
-/** Stops the shared instance of `name` (the one recorded in the state file). */
-export async function stopService(name: ServiceName): Promise<void> {
+/** Stops the shared instance of `name` (the one recorded in the state file); resolves with what it stopped. */
+export async function stopService(name: ServiceName): Promise<{ pid: number; port: number } | undefined> {
   const state = readState();
   const port = state[name]?.port ?? SERVICES[name].defaultPort;
-  await new ManagedProcess(name, port).stop(SERVICES[name].launch(port, '').markers);
+  const pid = await new ManagedProcess(name, port).stop(SERVICES[name].launch(port, '').markers);
   delete state[name];
   if (Object.keys(state).length) writeState(state);
   else rmSync(STATE_FILE, { force: true });
+  return pid === undefined ? undefined : { pid, port };
 }
 
 /**

@@ -129,8 +129,8 @@ export class ManagedProcess {
     throw new Error(`${this.name} not ready after ${timeoutMs} ms; see ${this.logFile}:\n${this.tail()}`);
   }
 
-  /** SIGTERM, then SIGKILL after `graceMs`; only ever signals our own pid. */
-  async stop(markers: string[], graceMs = 15000): Promise<void> {
+  /** SIGTERM, then SIGKILL after `graceMs`; only ever signals our own pid. Resolves with the pid it stopped, if any. */
+  async stop(markers: string[], graceMs = 15000): Promise<number | undefined> {
     const pid = this.runningPid(markers);
     if (pid) {
       process.kill(pid, 'SIGTERM');
@@ -143,6 +143,7 @@ export class ManagedProcess {
       }
     }
     rmSync(this.pidFile, { force: true });
+    return pid;
   }
 
   /** Deletes `dataDir` and this process's log (after stop). */

@@ -101,7 +101,9 @@ export const mongoJavaServer: Service = {
     }
   },
   launch(port) {
-    const classpath = `${join(MJS_BUILD, 'classes')}:${readFileSync(join(MJS_BUILD, 'classpath.txt'), 'utf8').trim()}`;
+    // Never built here (stopping, say): the markers are all that is needed then.
+    const resolved = join(MJS_BUILD, 'classpath.txt');
+    const classpath = `${join(MJS_BUILD, 'classes')}:${existsSync(resolved) ? readFileSync(resolved, 'utf8').trim() : ''}`;
     return {
       command: 'java',
       args: ['-Xmx1g', '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn', '-cp', classpath, MJS_MAIN, '--port', String(port), '--wire-version', '13'],

@@ -1,5 +1,6 @@
 /** Command-line parsing shared by every `perseid` command: options, environment fallbacks, help. */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { closest, distance } from 'fastest-levenshtein';
 
 export interface OptionSpec {
   type: 'string' | 'boolean';
@@ -58,7 +59,7 @@ export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.P
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(explainParseError(error as NodeJS.ErrnoException, ['help', ...Object.keys(command.options)]));
   }
   const values: Parsed['values'] = {};
   for (const [name, spec] of Object.entries(command.options)) {
@@ -70,6 +71,29 @@ export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.P
     values[name] = value ?? spec.default;
   }
   return { values, positionals: parsed.positionals, help: parsed.values.help === true };
+}
+
+/** The flag meant by a mistyped one, when one is close enough to be a likely typo. */
+export function nearestFlag(given: string, flags: readonly string[]): string | undefined {
+  const bare = given.replace(/^-+/, '').split('=')[0]!;
+  if (flags.length === 0 || bare === '') return undefined;
+  const best = closest(bare, [...flags]);
+  return distance(bare, best) <= Math.max(2, Math.floor(bare.length / 3)) || best.startsWith(bare) ? best : undefined;
+}
+
+/** node:util's messages, said our way: an unknown flag names the nearest real one. */
+function explainParseError(error: NodeJS.ErrnoException, flags: readonly string[]): string {
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const given = /Unknown option '([^']+)'/.exec(error.message)?.[1] ?? '';
+    const near = nearestFlag(given, flags);
+    return `unknown option ${given}${near ? ` (did you mean --${near}?)` : ''}`;
+  }
+  if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const flag = /--([\w-]+)/.exec(error.message)?.[1];
+    if (flag && / argument missing/.test(error.message)) return `--${flag} needs a value`;
+    if (flag) return `--${flag} takes no value`;
+  }
+  return error.message.split('. ')[0]!;
 }
 
 export function integerOption(values: Parsed['values'], name: string, min: number, max: number): number | undefined {

@@ -7,6 +7,7 @@ import { summaryText } from '../load/report/summary.js';
 import { LoadSetupError, runScenario, type LoadSettings } from '../load/run-scenario.js';
 import type { Phase } from '../load/scenario.js';
 import { BUILT_IN } from '../load/scenarios/index.js';
+import { enableTypeScript, TYPESCRIPT_FILE } from './typescript.js';
 import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
 
 export const loadCommand: CommandSpec = {
@@ -124,6 +125,7 @@ function settingsFrom(parsed: Parsed): LoadSettings {
 /** Runs the command; resolves with the exit status. */
 export async function runLoadCommand(parsed: Parsed): Promise<number> {
   const settings = settingsFrom(parsed);
+  if (TYPESCRIPT_FILE.test(settings.scenario)) await enableTypeScript(); // a scenario in TypeScript runs as written
   const threshold = numberOption(parsed.values, 'threshold', 0, 1e6) ?? 10;
   let baseline: LoadReport | undefined;
   if (typeof parsed.values.compare === 'string') {

@@ -1,9 +1,13 @@
 #!/usr/bin/env node
 /** The `perseid` command. */
-import { helpText, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { readFileSync } from 'node:fs';
+import { helpText, nearestFlag, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { DatabaseUnavailableError } from '../data/driver.js';
+import { createCommand, runCreate } from './create.js';
+import { devCommand, runDev } from './dev.js';
 import { loadCommand, runLoadCommand } from './load.js';
 import { runStart, startCommand } from './start.js';
+import { StartupError } from './startup-error.js';
 
 interface Command {
   spec: CommandSpec;
@@ -12,9 +16,16 @@ interface Command {
 }
 
 const commands: Record<string, Command> = {
+  create: { spec: createCommand, run: (parsed) => runCreate(parsed) },
+  dev: { spec: devCommand, run: (parsed) => runDev(parsed) },
   start: { spec: startCommand, run: (parsed) => runStart(parsed).then(() => undefined) },
   load: { spec: loadCommand, run: (parsed) => runLoadCommand(parsed) },
 };
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 function overview(): string {
   const width = Math.max(...Object.keys(commands).map((n) => n.length)) + 2;
@@ -26,7 +37,7 @@ function overview(): string {
     'Commands:',
     ...Object.values(commands).map(({ spec }) => `  ${spec.name.padEnd(width)}${spec.summary}`),
     '',
-    'Run `perseid <command> --help` for a command\'s options.',
+    'Run `perseid <command> --help` for a command\'s options; `perseid --version` prints the version.',
   ].join('\n');
 }
 
@@ -38,9 +49,14 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write((command ? helpText(command.spec) : overview()) + '\n');
     return 0;
   }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    process.stdout.write(`${version()}\n`);
+    return 0;
+  }
   const command = commands[name];
   if (!command) {
-    process.stderr.write(`perseid: unknown command '${name}'\n\n${overview()}\n`);
+    const near = nearestFlag(name, Object.keys(commands));
+    process.stderr.write(`perseid: unknown command '${name}'${near ? ` (did you mean ${near}?)` : ''}\n\n${overview()}\n`);
     return 2;
   }
   let parsed: Parsed;
@@ -58,6 +74,11 @@ async function main(argv: string[]): Promise<number> {
     }
     if (error instanceof DatabaseUnavailableError) {
       process.stderr.write(`perseid ${name}: ${error.detail}\n`);
+      return 1;
+    }
+    if (error instanceof StartupError) {
+      process.stderr.write(`perseid ${name}: ${error.message}\n`);
+      if (process.env.PERSEID_LOG_LEVEL === 'debug' && error.cause instanceof Error) process.stderr.write(`${error.cause.stack}\n`);
       return 1;
     }
     throw error;

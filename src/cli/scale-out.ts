@@ -2,20 +2,15 @@
  * `perseid start`'s many-server options: joining a cluster (discovery and
  * balancing) and cross-server fan-out over Redis, turned into the objects that
  * do them. Each process of a cluster calls this (a primary, its workers, or a
- * single server).
+ * single server). Redis and MongoDB clients load only here, when asked for:
+ * a single server on the embedded store never pays for them.
  */
-import { Redis } from 'ioredis';
-import { MongoClient } from 'mongodb';
 import type { DiscoveryStore } from '../cluster/discovery-store.js';
-import { MongoDiscoveryStore } from '../cluster/discovery-store-mongo.js';
-import { RedisDiscoveryStore } from '../cluster/discovery-store-redis.js';
 import type { LoadFigures } from '../cluster/load-monitor.js';
 import { ClusterMembership } from '../cluster/membership.js';
 import type { ConnectionRouter } from '../server/connection-router.js';
 import type { MongoStoreOptions } from '../data/mongo/store.js';
-import { RedisLease } from '../coordination/lease-redis.js';
-import { RedisWatchedCollections } from '../fanout/watched-collections-redis.js';
-import { RedisBus } from '../fanout/bus-redis.js';
+import type { RedisBus } from '../fanout/bus-redis.js';
 import { redactedUrl, type Logger } from '../log.js';
 import { integerOption, UsageError, type OptionSpec, type Parsed } from './args.js';
 
@@ -129,6 +124,11 @@ function keyPrefix(mongoUrl: string): string {
 
 /** Connects to Redis for fan-out; the store options a MongoStore needs to use it. */
 export async function openFanout(config: ScaleOut, id: string, log: Logger): Promise<{ bus: RedisBus; store: NonNullable<MongoStoreOptions['fanout']> }> {
+  const [{ RedisBus }, { RedisLease }, { RedisWatchedCollections }] = await Promise.all([
+    import('../fanout/bus-redis.js'),
+    import('../coordination/lease-redis.js'),
+    import('../fanout/watched-collections-redis.js'),
+  ]);
   const bus = new RedisBus(config.redisUrl!, log.child('fanout'));
   const waiting = setTimeout(() => log.warn('waiting for Redis', { url: redactedUrl(config.redisUrl!) }), 3000);
   await bus.ready().finally(() => clearTimeout(waiting));
@@ -155,10 +155,12 @@ export async function joinCluster(
   let store: DiscoveryStore;
   let close = async () => undefined as void;
   if (config.discovery === 'mongo') {
+    const [{ MongoClient }, { MongoDiscoveryStore }] = await Promise.all([import('mongodb'), import('../cluster/discovery-store-mongo.js')]);
     const client = new MongoClient(config.mongoUrl!, { serverSelectionTimeoutMS: 10000 });
     store = new MongoDiscoveryStore(client.db());
     close = () => client.close();
   } else {
+    const [{ Redis }, { RedisDiscoveryStore }] = await Promise.all([import('ioredis'), import('../cluster/discovery-store-redis.js')]);
     const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 2 });
     store = new RedisDiscoveryStore(redis, `${keyPrefix(config.mongoUrl!)}servers:`);
     close = async () => redis.disconnect();

@@ -1,17 +1,19 @@
 /** `perseid start <app>`: open the database, load the app module, serve it. */
 import { availableParallelism } from 'node:os';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { Primary } from '../cluster/primary.js';
 import { LoadMonitor } from '../cluster/load-monitor.js';
 import { processId } from '../cluster/membership.js';
 import { isWorker, primaryFeedLink, serveAsWorker } from '../cluster/worker.js';
-import { openDatabase, setDefaultDatabase, type Database } from '../collections/database.js';
-import { openMongoStore, type ChangeSourceChoice } from '../data/mongo/store.js';
+import { getDefaultDatabase, setDefaultDatabaseOptions, type Database } from '../collections/database.js';
+import { DatabaseUnavailableError } from '../data/driver.js';
+import type { ChangeSourceChoice } from '../data/mongo/store.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
 import { createServer, DEFAULT_COMPRESSION, type PerseidServer } from '../server/app.js';
 import type { CompressionOptions } from '../transport/frames.js';
+import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
+import { StartupError } from './startup-error.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
 export const startCommand: CommandSpec = {
@@ -91,14 +93,39 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
   return { ...DEFAULT_COMPRESSION, threshold };
 }
 
-/** Opens the database, creates the server and runs the app module's setup on it. */
-async function bootApp(appPath: string, database: Database, compression: CompressionOptions | false): Promise<PerseidServer> {
-  setDefaultDatabase(database);
-  const server = createServer({ compression });
-  const app = (await import(pathToFileURL(resolve(appPath)).href)) as { default?: unknown };
-  if (typeof app.default !== 'function') throw new UsageError(`${appPath} has no default export function (server) => { ... }`);
-  await (app.default as (server: PerseidServer) => unknown)(server);
+/** Creates the server and runs the app's setup on it. */
+async function bootApp(setup: AppSetup, appPath: string, compression: CompressionOptions | false): Promise<PerseidServer> {
+  const server = createServer({ compression, clientVersion: process.env.PERSEID_CLIENT_VERSION || undefined });
+  await runAppSetup(setup, server, appPath);
   return server;
+}
+
+/** Opens the default database (the app may have opened it while loading); a data directory that cannot be used is one line. */
+async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
+  try {
+    return await getDefaultDatabase();
+  } catch (error) {
+    if (error instanceof DatabaseUnavailableError || error instanceof StartupError || dataDir === undefined) throw error;
+    const owner = /in use by process (\d+)/.exec((error as Error).message)?.[1];
+    if (owner) throw new StartupError(`the data directory ${dataDir} is in use by process ${owner} (another perseid start?): stop it, or choose another with --data-dir`, error);
+    throw new StartupError(`cannot open the data directory ${dataDir}: ${(error as Error).message}`, error);
+  }
+}
+
+/** Listens, turning a port in use or an address not of this machine into one line. */
+async function listenOn<T>(listen: () => Promise<T>, port: number, host: string): Promise<T> {
+  try {
+    return await listen();
+  } catch (error) {
+    throw listenFailure(error as NodeJS.ErrnoException, port, host) ?? error;
+  }
+}
+
+/** How long start-up waits for Redis to answer (PERSEID_CONNECT_TIMEOUT_MS, default 10 s). */
+function connectTimeoutMs(env: NodeJS.ProcessEnv): number {
+  const ms = Number(env.PERSEID_CONNECT_TIMEOUT_MS || 10000);
+  if (!Number.isInteger(ms) || ms < 1) throw new UsageError(`PERSEID_CONNECT_TIMEOUT_MS must be a number of milliseconds (got ${env.PERSEID_CONNECT_TIMEOUT_MS})`);
+  return ms;
 }
 
 function workerCount(raw: string | boolean | string[] | undefined): number {
@@ -151,6 +178,14 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const workers = workerCount(values.workers);
   const scale = readScaleOut(values, env);
   const id = processId();
+  const dataDir = String(values['data-dir']);
+  if (!isWorker()) {
+    // Before anything is made or opened: the port, where the data goes, what must answer.
+    checkAppFile(appPath);
+    await checkPort(port, host);
+    if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
+    if (scale.redisUrl && (scale.fanout || (scale.publicUrl && scale.discovery === 'redis'))) await checkRedis(scale.redisUrl, connectTimeoutMs(env));
+  }
   // Every process of a fan-out cluster (workers too) hears the bus itself.
   const fanout = scale.fanout && (isWorker() || workers === 0) ? await openFanout(scale, id, log) : undefined;
   const closeFanout = () => fanout?.bus.close();
@@ -158,8 +193,10 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   if (isWorker()) {
     // Forked by a primary: the same app, fed by the bus or by the primary's change feed, serving what it hands over.
     const feed = env.PERSEID_CHANGE_SOURCE === 'ipc' ? { link: primaryFeedLink(), name: env.PERSEID_MACHINE_FEED ?? 'change feed' } : undefined;
-    const database = await openDatabase({ feed, fanout: fanout?.store });
-    const server = await bootApp(appPath, database, compression);
+    setDefaultDatabaseOptions({ feed, fanout: fanout?.store });
+    const setup = await loadAppModule(appPath);
+    const database = await openAppDatabase(undefined);
+    const server = await bootApp(setup, appPath, compression);
     await serveAsWorker(server);
     process.once('SIGTERM', () => void server.close().then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
     return server;
@@ -171,6 +208,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       throw new UsageError('--workers needs MONGO_URL: the embedded store belongs to a single process. Run one process, or keep the data in MongoDB.');
     }
     // One change feed for the machine, shared with the workers (unless they hear the fan-out bus).
+    const { openMongoStore } = await import('../data/mongo/store.js');
     const feedStore = scale.fanout
       ? undefined
       : await openMongoStore({
@@ -188,8 +226,14 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       feed: feedStore && !polling ? { changes: feedStore.changes, poke: (collection) => feedStore.poke(collection) } : undefined,
       log,
     });
-    const bound = await primary.listen(port, host);
+    const bound = await listenOn(() => primary.listen(port, host), port, host);
     const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log) : undefined;
+    const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
+    onSignals(
+      log,
+      () => primary.drain(drainMs).then(after),
+      () => primary.close().then(after),
+    );
     log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
       app: appPath,
       workers,
@@ -197,34 +241,33 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       changes: feedStore ? feedStore.changes.name : 'the fan-out bus',
       cluster: joined?.membership.id,
     });
-    const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
-    onSignals(
-      log,
-      () => primary.drain(drainMs).then(after),
-      () => primary.close().then(after),
-    );
     return primary;
   }
 
-  const database = await openDatabase({ dataDir: String(values['data-dir']), fsync: values.fsync === true, fanout: fanout?.store });
-  const server = await bootApp(appPath, database, compression);
-  const bound = await server.listen(port, host);
+  // The app loads before the database opens: an app that cannot load leaves no data directory behind.
+  const embedded = !env.MONGO_URL;
+  setDefaultDatabaseOptions({ dataDir, fsync: values.fsync === true, fanout: fanout?.store });
+  const setup = await loadAppModule(appPath);
+  const database = await openAppDatabase(embedded ? dataDir : undefined);
+  const server = await bootApp(setup, appPath, compression);
+  const bound = await listenOn(() => server.listen(port, host), port, host);
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log) : undefined;
   if (!joined) monitor.stop();
-  log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
-    app: appPath,
-    store: database.driver.kind,
-    dataDir: database.driver.kind === 'embedded' ? String(values['data-dir']) : undefined,
-    compression: compression ? compression.threshold : 'off',
-    fanout: fanout ? 'redis' : undefined,
-    cluster: joined?.membership.id,
-  });
   const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
+  // Before the line that says it runs: whoever waits for that line may signal at once.
   onSignals(
     log,
     () => server.drain(drainMs).then(after),
     () => server.close().then(after),
   );
+  log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
+    app: appPath,
+    store: database.driver.kind,
+    dataDir: database.driver.kind === 'embedded' ? dataDir : undefined,
+    compression: compression ? compression.threshold : 'off',
+    fanout: fanout ? 'redis' : undefined,
+    cluster: joined?.membership.id,
+  });
   return server;
 }

@@ -16,6 +16,7 @@ import { Connection, type WebSocketConstructor } from './connection.js';
 import { deferred, type Deferred } from './deferred.js';
 import { isDocumentMessage, type Document } from './documents.js';
 import { Emitter, ListenerSet } from './emitter.js';
+import { defaultHotCodePush, reloadPage, watchVersion, type HotCodePush } from './hot-code-push.js';
 import type { LocalCollection } from './local-collection.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
 import { Quiescence, type DataMessage } from './quiescence.js';
@@ -48,6 +49,13 @@ export interface DDPClientOptions {
   versions?: readonly string[];
   /** Reconnect delays; Meteor's by default. */
   backoff?: Partial<BackoffOptions>;
+  /**
+   * When the server runs a new version of the app (`perseid dev` restarted it):
+   * `reload` the page (the default in browsers), `keep` it (the subscriptions are
+   * re-sent to the new server; listen to `newVersion`), or false to not watch
+   * (the default in Node).
+   */
+  hotCodePush?: HotCodePush;
 }
 
 export interface DisconnectInfo {
@@ -72,6 +80,8 @@ export interface ClientEvents {
   error: [error: Error];
   /** The user the session is logged in as changed (set by AccountsClient). */
   user: [userId: string | null];
+  /** The server runs a new version of the app (see the `hotCodePush` option). */
+  newVersion: [version: string];
 }
 
 type Settings = Required<Omit<DDPClientOptions, 'backoff'>> & { backoff: BackoffOptions };
@@ -128,7 +138,15 @@ export class DDPClient extends Emitter<ClientEvents> {
       connectTimeout: options.connectTimeout ?? 10000,
       versions,
       backoff: { ...METEOR_BACKOFF, ...options.backoff },
+      hotCodePush: options.hotCodePush ?? defaultHotCodePush(),
     };
+    const hotCodePush = this.settings.hotCodePush;
+    if (hotCodePush) {
+      watchVersion(this, (version) => {
+        this.emit('newVersion', version);
+        if (hotCodePush === 'reload') reloadPage();
+      });
+    }
     if (this.settings.autoConnect) void this.connect();
   }
 

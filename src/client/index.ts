@@ -10,6 +10,7 @@ export type { MethodOptions } from './methods.js';
 export type { Stub, StubInvocation } from './stubs.js';
 export { AccountsClient } from './accounts.js';
 export type { AccountsClientEvents, TokenStorage, UserSelector, ClientUser } from './accounts.js';
+export type { HotCodePush } from './hot-code-push.js';
 export type { Subscription } from './subscriptions.js';
 export { LocalCollection } from './local-collection.js';
 export type { UpdateOptions } from './local-collection.js';

@@ -24,7 +24,7 @@ import {
 import { ListenerSet } from './emitter.js';
 import { changedFields, compileQuery, project, runQuery, type FindOptions, type LocalSelector } from './local-query.js';
 import { LocalCursor } from './local-cursor.js';
-import { QueryObserver } from './query-observer.js';
+import type { QueryObserver } from './query-observer.js';
 
 /** The method stub that is running, as collections see it. */
 export interface ActiveStub {

@@ -122,11 +122,13 @@ export class Primary {
 
   /** Stops taking connections and has the workers close theirs gradually over `windowMs`. */
   async drain(windowMs: number): Promise<void> {
+    // Still listening while the workers drain: /health answers 503, new connections are refused.
     this.draining = true;
     await this.door.drainFirst();
-    this.httpServer.close();
     this.pool.broadcast({ type: 'drain', windowMs });
     await this.pool.stop(windowMs + 5000);
+    this.httpServer.close();
+    this.httpServer.closeAllConnections();
     metrics.removeSection('workers');
   }
 

@@ -9,7 +9,7 @@ import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js
 import type { StorageDriver } from '../data/driver.js';
 import { openEmbeddedStore } from '../data/embedded/store.js';
 import type { FeedLink } from '../data/mongo/ipc-feeder.js';
-import { openMongoStore, type ChangeSourceChoice, type MongoStoreOptions } from '../data/mongo/store.js';
+import type { ChangeSourceChoice, MongoStoreOptions } from '../data/mongo/store.js';
 
 export class Database {
   readonly liveQueries: LiveQueryRegistry;
@@ -61,6 +61,8 @@ export async function openDatabase(options: DatabaseOptions = {}): Promise<Datab
   if (mongoUrl) {
     const changeSource = options.changeSource ?? (process.env.PERSEID_CHANGE_SOURCE as ChangeSourceChoice | undefined) ?? 'auto';
     if (!CHANGE_SOURCES.includes(changeSource)) throw new Error(`PERSEID_CHANGE_SOURCE must be one of ${CHANGE_SOURCES.join(', ')}`);
+    // Loaded here, not at the top: an app on the embedded store never pays for MongoDB's driver.
+    const { openMongoStore } = await import('../data/mongo/store.js');
     const store = await openMongoStore({
       url: mongoUrl,
       oplogUrl: options.oplogUrl ?? process.env.MONGO_OPLOG_URL,
@@ -79,6 +81,15 @@ export async function openDatabase(options: DatabaseOptions = {}): Promise<Datab
 }
 
 let defaultDatabase: Promise<Database> | undefined;
+let defaultOptions: DatabaseOptions = {};
+
+/**
+ * How the default database opens on first use (`perseid start` sets its flags
+ * here before it loads the app, so an app that writes while loading writes there).
+ */
+export function setDefaultDatabaseOptions(options: DatabaseOptions): void {
+  defaultOptions = options;
+}
 
 /** Makes `database` the one collections without an explicit database use. */
 export function setDefaultDatabase(database: Database | Promise<Database>): void {
@@ -87,7 +98,7 @@ export function setDefaultDatabase(database: Database | Promise<Database>): void
 
 /** The default database, opened from the environment on first use. */
 export function getDefaultDatabase(): Promise<Database> {
-  return (defaultDatabase ??= openDatabase());
+  return (defaultDatabase ??= openDatabase(defaultOptions));
 }
 
 /** Forgets the default database (after closing it), so the next use opens a fresh one. */

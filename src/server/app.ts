@@ -5,6 +5,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { AUTOUPDATE } from '../ddp/autoupdate.js';
 import { defineCloseReason } from '../ddp/errors.js';
 import { createLogger, type Logger } from '../log.js';
 import type { ConnectionRouter } from './connection-router.js';
@@ -40,6 +41,12 @@ export interface ServerOptions {
   maxBufferedBytes?: number;
   /** Directory of static files served over HTTP. */
   publicDir?: string;
+  /**
+   * The version of the app clients run (`perseid dev` sets a new one on every
+   * restart); published to clients that subscribe to `perseid_autoupdate`, which
+   * reload or resubscribe when it changes (Meteor's hot code push).
+   */
+  clientVersion?: string;
   logger?: Logger;
 }
 
@@ -65,6 +72,8 @@ export class PerseidServer implements SessionServer {
   private routes: HttpRoutes;
   private readonly startedAt = Date.now();
   private draining = false;
+  /** Wakes a drain waiting between two closes when the last connection has gone. */
+  private lastGone: (() => void) | undefined;
   private readonly door: FrontDoor;
 
   constructor(options: ServerOptions = {}) {
@@ -93,6 +102,12 @@ export class PerseidServer implements SessionServer {
       this.log.child('transport'),
     );
     this.routes = new HttpRoutes(options.publicDir, () => this.health());
+    const version = options.clientVersion;
+    // Every server answers it (ready, with no document when no version is set), so a client can always subscribe.
+    this.publish(AUTOUPDATE.publication, function () {
+      if (version !== undefined) this.added(AUTOUPDATE.collection, AUTOUPDATE.id, { version });
+      this.ready();
+    });
     this.httpServer = createHttpServer((req, res) => {
       res.setHeader('server', 'perseid');
       if (this.door.routing && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.door.sockjsBaseUrl());
@@ -196,15 +211,26 @@ export class PerseidServer implements SessionServer {
    * so their clients reconnect elsewhere without arriving all at once.
    */
   async drain(windowMs: number): Promise<void> {
+    // Still listening: /health answers 503 and new DDP connections are turned away (see accept).
     this.draining = true;
     await this.door.drainFirst();
-    this.httpServer.close();
     const sockets = [...this.sockets];
     this.log.info('draining', { connections: sockets.length, windowMs });
     const step = sockets.length > 0 ? windowMs / sockets.length : 0;
     for (const socket of sockets) {
+      if (this.sockets.size === 0) break; // the last client has gone: nothing left to wait for
+      if (!this.sockets.has(socket)) continue;
       socket.close(DRAINING.code, DRAINING.reason);
-      if (step > 0) await new Promise((r) => setTimeout(r, step));
+      if (step > 0 && this.sockets.size > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, step);
+          this.lastGone = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.lastGone = undefined;
+      }
     }
     await this.close();
   }
@@ -294,7 +320,10 @@ export class PerseidServer implements SessionServer {
     }
     this.sockets.add(socket);
     const session = new Session(socket, this);
-    session.connection.onClose(() => this.sockets.delete(socket));
+    session.connection.onClose(() => {
+      this.sockets.delete(socket);
+      if (this.sockets.size === 0) this.lastGone?.();
+    });
   }
 }
 

@@ -21,35 +21,43 @@ function tableHtml(head: string[], rows: string[][]): string {
     .join('')}</tbody></table>`;
 }
 
-/** Runs in the page: builds the charts from the embedded report. */
+/**
+ * Runs in the page: builds the charts from the embedded report. Each measure
+ * has its own colour (its p99 dashed), the legends list every series without
+ * hovering, and every axis starts at zero.
+ */
 const CHARTS_SCRIPT = `
 const report = JSON.parse(document.getElementById('report-data').textContent);
 const width = () => Math.min(1100, document.body.clientWidth - 40);
-const palette = ['#3856d6', '#d6385e', '#2e8b57', '#c98a00', '#7a3ed6', '#00869a'];
+// Tableau 10, then hues a golden angle apart: no two series share a colour.
+const palette = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
+const colour = (i) => palette[i] ?? 'hsl(' + Math.round((i * 137.508) % 360) + ', 65%, 45%)';
+const fromZero = (u, min, max) => [0, max > 0 ? max * 1.05 : 1];
 function chart(id, title, series, data, axes) {
   const el = document.getElementById(id);
   if (!el) return;
   const opts = {
     title, width: width(), height: 260,
-    scales: { x: { time: false }, y2: { auto: true } },
+    legend: { live: false },
+    scales: { x: { time: false, range: fromZero }, y: { range: fromZero }, y2: { range: fromZero } },
     axes: [{ label: 'seconds' }, { label: axes[0] }, ...(axes[1] ? [{ side: 1, scale: 'y2', label: axes[1], grid: { show: false } }] : [])],
-    series: [{ label: 's' }, ...series.map((s, i) => ({ stroke: palette[i % palette.length], width: 1.5, spanGaps: true, ...s }))],
+    series: [{ label: 's' }, ...series.map((s, i) => ({ stroke: colour(s.colour ?? i), width: 1.5, spanGaps: true, ...s }))],
   };
   window.charts.push(new uPlot(opts, data, el));
 }
 window.charts = [];
 const tl = report.timeline;
 const t = tl.map((p) => p.t);
-const names = Object.keys(report.measures).filter((n) => n !== 'connect');
-chart('latency', 'Latency (ms): p50 and p99 per second',
-  names.flatMap((n) => [{ label: n + ' p50' }, { label: n + ' p99', dash: [6, 4] }]),
+const names = Object.keys(report.measures);
+chart('latency', 'Latency (ms) per second: p50 solid, p99 dashed',
+  names.flatMap((n, i) => [{ label: n + ' p50', colour: i }, { label: n + ' p99', colour: i, dash: [6, 4] }]),
   [t, ...names.flatMap((n) => [tl.map((p) => p.measures[n]?.p50 ?? null), tl.map((p) => p.measures[n]?.p99 ?? null)])],
   ['ms']);
 chart('throughput', 'Operations per second and users running',
   [{ label: 'operations/s' }, { label: 'users running', scale: 'y2' }],
   [t, tl.map((p) => Object.entries(p.measures).reduce((a, [n, m]) => a + (n === 'connect' ? 0 : m.count), 0)), tl.map((p) => p.active)],
   ['operations/s', 'users']);
-chart('errors', 'Errors per second', [{ label: 'errors' }], [t, tl.map((p) => p.errors)], ['errors/s']);
+chart('errors', 'Errors per second', [{ label: 'errors', colour: 2 }], [t, tl.map((p) => p.errors)], ['errors/s']);
 if (report.server) {
   const s = report.server.samples;
   chart('server', 'Server CPU (% of a core) and memory (RSS MB)',

@@ -1,0 +1,97 @@
+/**
+ * `perseid create <dir>`: a new app from one of the templates in templates/
+ * (the server module, a page that uses the client, a test that starts the app
+ * and talks DDP to it, a README), with a package.json whose `dev`, `start` and
+ * `test` scripts are all it needs.
+ */
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { basename, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { UsageError, type CommandSpec, type Parsed } from './args.js';
+import { StartupError } from './startup-error.js';
+
+const TEMPLATES = fileURLToPath(new URL('../../../templates/', import.meta.url));
+const PACKAGE = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string; engines: { node: string } };
+export const TEMPLATE_NAMES = ['minimal', 'tasks', 'chat'] as const;
+
+export const createCommand: CommandSpec = {
+  name: 'create',
+  summary: 'Create a new Perseid app in a new directory: a server, a page, a test and a README, ready for npm install.',
+  usage: 'perseid create <dir> [options]',
+  options: {
+    template: { type: 'string', short: 't', default: 'minimal', value: '<name>', help: `What the app starts as: ${TEMPLATE_NAMES.join(', ')}` },
+    perseid: {
+      type: 'string',
+      env: 'PERSEID_PACKAGE',
+      value: '<spec>',
+      help: `Where the app's npm install gets Perseid: a version range, a tarball (perseid-${PACKAGE.version}.tgz) or a git URL (default ^${PACKAGE.version})`,
+    },
+  },
+  details: [
+    'Then: cd <dir> && npm install && npm run dev (restarts and reloads the page on every save),',
+    'npm test (starts the app and calls it over DDP), npm start (the server alone).',
+  ].join('\n'),
+};
+
+/** npm's rules for a package name, applied to the directory's name. */
+function packageName(dir: string): string {
+  const name = basename(resolve(dir))
+    .toLowerCase()
+    .replace(/[^a-z0-9._~-]+/g, '-')
+    .replace(/^[._-]+|-+$/g, '');
+  return name || 'perseid-app';
+}
+
+/** A tarball or a directory given by path becomes a file: spec that works from inside the new app. */
+function perseidSpec(raw: string | undefined): string {
+  if (raw === undefined || raw === '') return `^${PACKAGE.version}`;
+  const isPath = raw.startsWith('.') || raw.startsWith('/') || /\.t(ar\.)?gz$/.test(raw);
+  if (isPath && !/^[a-z+]+:/.test(raw)) return `file:${resolve(raw)}`;
+  return raw;
+}
+
+export async function runCreate(parsed: Parsed): Promise<number> {
+  const [dir, extra] = parsed.positionals;
+  if (!dir) throw new UsageError('Missing the directory: perseid create <dir>, e.g. perseid create my-app');
+  if (extra !== undefined) throw new UsageError(`One directory at a time (got ${dir} and ${extra})`);
+  const template = String(parsed.values.template);
+  if (!(TEMPLATE_NAMES as readonly string[]).includes(template)) throw new UsageError(`--template must be one of ${TEMPLATE_NAMES.join(', ')} (got ${template})`);
+  const target = resolve(dir);
+  if (existsSync(target) && (!statSync(target).isDirectory() || readdirSync(target).length > 0)) {
+    throw new StartupError(`${dir} already exists and is not an empty directory: choose a new name, e.g. perseid create ${dir}-2`);
+  }
+  const name = packageName(dir);
+  const spec = perseidSpec(parsed.values.perseid as string | undefined);
+
+  mkdirSync(target, { recursive: true });
+  cpSync(join(TEMPLATES, template), target, { recursive: true });
+  const readme = readFileSync(join(TEMPLATES, 'common', 'README.md'), 'utf8').replaceAll('{{name}}', name).replaceAll('{{template}}', template);
+  writeFileSync(join(target, 'README.md'), readme);
+  const pkg = {
+    name,
+    version: '0.1.0',
+    private: true,
+    type: 'module',
+    scripts: { dev: 'perseid dev app.js', start: 'perseid start app.js', test: 'node --test' },
+    engines: { node: PACKAGE.engines.node },
+    dependencies: { perseid: spec },
+  };
+  writeFileSync(join(target, 'package.json'), JSON.stringify(pkg, null, 2) + '\n');
+  // Written here: npm leaves .gitignore files out of packages, so a template cannot carry one.
+  writeFileSync(join(target, '.gitignore'), 'node_modules/\n.perseid/\n');
+
+  const shown = relative(process.cwd(), target) || '.';
+  process.stdout.write(
+    [
+      `Created ${name} in ${shown} from the ${template} template.`,
+      '',
+      'Next:',
+      `  cd ${shown}`,
+      '  npm install',
+      '  npm run dev    # http://127.0.0.1:3000, reloads on every save',
+      '  npm test',
+      '',
+    ].join('\n'),
+  );
+  return 0;
+}

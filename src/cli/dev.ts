@@ -1,0 +1,118 @@
+/**
+ * `perseid dev <app>`: runs the app with `perseid start`, watches its files,
+ * and on a change restarts the server (the embedded store's data stays: it is
+ * the same directory) with a new client version, so open pages reload (or
+ * resubscribe) once they reconnect: Meteor's `meteor run` with hot code push.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createLogger, setLogLevel, type LogLevel } from '../log.js';
+import { checkAppFile } from './app-module.js';
+import { UsageError, type CommandSpec, type Parsed } from './args.js';
+import { startCommand } from './start.js';
+
+const { workers: _workers, ...serverOptions } = startCommand.options;
+
+export const devCommand: CommandSpec = {
+  name: 'dev',
+  summary: 'Run a Perseid app while you work on it: restart on every change, and reload the pages that show it.',
+  usage: 'perseid dev <app-module> [options]',
+  options: {
+    watch: {
+      type: 'string',
+      multiple: true,
+      value: '<path>',
+      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid and dist)',
+    },
+    ...serverOptions,
+  },
+  details: [
+    'Takes the options of `perseid start` (but one process: no --workers). On a change to a',
+    'watched file the server restarts on the same data directory, so the data stays, and',
+    'tells connected pages that a new version runs: the browser client reloads the page',
+    '(new DDPClient(url, { hotCodePush: \'keep\' }) keeps it and resubscribes instead).',
+    'TypeScript app files (.ts) run as they are. Ctrl-C stops.',
+  ].join('\n'),
+};
+
+const CLI_MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
+const IGNORED = /(^|[/\\])(node_modules|\.git|\.perseid|dist|coverage)([/\\]|$)/;
+
+/** argv without the dev-only flags, for `perseid start`. */
+function startArgs(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--watch') i++;
+    else if (!arg.startsWith('--watch=')) out.push(arg);
+  }
+  return out;
+}
+
+export async function runDev(parsed: Parsed, argv: readonly string[] = process.argv.slice(3)): Promise<number | undefined> {
+  const [appPath] = parsed.positionals;
+  if (!appPath) throw new UsageError('Missing the app module: perseid dev <app-module>');
+  checkAppFile(appPath);
+  setLogLevel(String(parsed.values['log-level']) as LogLevel);
+  const log = createLogger('dev');
+  const dataDir = resolve(String(parsed.values['data-dir']));
+  const watched = ((parsed.values.watch as string[] | undefined) ?? [dirname(resolve(appPath))]).map((p) => resolve(p));
+  const args = startArgs(argv);
+
+  let child: ChildProcess | undefined;
+  let generation = 0;
+  let stopping = false;
+  const start = () => {
+    generation++;
+    const version = `${Date.now().toString(36)}-${generation}`;
+    const current = spawn(process.execPath, [CLI_MAIN, 'start', ...args], { stdio: 'inherit', env: { ...process.env, PERSEID_CLIENT_VERSION: version } });
+    child = current;
+    current.once('exit', (code, signal) => {
+      if (child !== current) return;
+      child = undefined;
+      if (!stopping) log.warn(`the app stopped (${signal ?? `exit ${code}`}); waiting for a change to start it again`);
+    });
+  };
+  const stopChild = async () => {
+    const current = child;
+    if (!current) return;
+    child = undefined;
+    await new Promise<void>((done) => {
+      current.once('exit', () => done());
+      current.kill('SIGINT'); // stops at once, releasing the data directory
+    });
+  };
+
+  const { watch } = await import('chokidar');
+  const watcher = watch(watched, {
+    ignoreInitial: true,
+    ignored: (path: string) => IGNORED.test(relative(process.cwd(), path)) || path === dataDir || path.startsWith(dataDir + sep),
+  });
+  let timer: NodeJS.Timeout | undefined;
+  let restarting = Promise.resolve();
+  const changed = (path: string) => {
+    clearTimeout(timer);
+    // One restart for a burst of saves (an editor writes several files, or one twice).
+    timer = setTimeout(() => {
+      log.info(`${relative(process.cwd(), path) || path} changed: restarting`);
+      restarting = restarting.then(stopChild).then(() => {
+        if (!stopping) start();
+      });
+    }, 100);
+  };
+  watcher.on('add', changed).on('change', changed).on('unlink', changed);
+  await new Promise<void>((ready) => watcher.once('ready', () => ready()));
+  log.info(`watching ${watched.map((p) => relative(process.cwd(), p) || '.').join(', ')} for changes`);
+  start();
+
+  const shutdown = () => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    clearTimeout(timer);
+    void Promise.all([watcher.close(), restarting.then(stopChild)]).then(() => process.exit(0));
+  };
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+  return undefined;
+}

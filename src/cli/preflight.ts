@@ -1,0 +1,90 @@
+/**
+ * Checks `perseid start` makes before it creates anything: that the port can
+ * be bound, that the data directory can be made and written, that Redis
+ * answers. Each failure is a StartupError saying what to change.
+ */
+import { accessSync, constants, statSync, type Stats } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import { redactedUrl } from '../log.js';
+import { StartupError } from './startup-error.js';
+
+/** One line for an error of `listen(port, host)`, or undefined when it is not one a person can fix. */
+export function listenFailure(error: NodeJS.ErrnoException, port: number, host: string): StartupError | undefined {
+  switch (error.code) {
+    case 'EADDRINUSE':
+      return new StartupError(`port ${port} on ${host} is already in use (another server?): stop it, or choose another port with --port or PORT`);
+    case 'EADDRNOTAVAIL':
+      return new StartupError(`${host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 (every interface) or one of its own addresses with --host or HOST`);
+    case 'EACCES':
+      return new StartupError(`port ${port} needs privileges this process does not have: choose a port above 1023 with --port or PORT`);
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new StartupError(`cannot resolve the host name ${host}: give an IP address with --host or HOST`);
+    default:
+      return undefined;
+  }
+}
+
+/** Binds and releases `port` on `host`, so a taken port is reported before the data directory is made. */
+export async function checkPort(port: number, host: string): Promise<void> {
+  // Port 0 too: the host may not be an address of this machine.
+  await new Promise<void>((resolvePort, reject) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => reject(listenFailure(error, port, host) ?? error));
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolvePort()));
+  });
+}
+
+/** The path's stat, or undefined when nothing is there (or a file stands where a parent directory should). */
+function statOf(path: string): Stats | undefined {
+  try {
+    return statSync(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw error;
+  }
+}
+
+/** The directory itself if it exists, else its nearest existing ancestor (which must be a directory we may write in). */
+export function checkDataDir(dir: string): void {
+  const path = resolve(dir);
+  const remedy = 'choose another with --data-dir or PERSEID_DATA_DIR';
+  const stat = statOf(path);
+  if (stat && !stat.isDirectory()) throw new StartupError(`the data directory ${dir} is a file, not a directory: remove it, or ${remedy}`);
+  let existing = path;
+  while (!statOf(existing)) existing = dirname(existing);
+  if (!statOf(existing)!.isDirectory()) throw new StartupError(`the data directory ${dir} cannot be created: ${existing} is a file; ${remedy}`);
+  try {
+    accessSync(existing, constants.W_OK | constants.X_OK);
+  } catch {
+    throw new StartupError(
+      existing === path
+        ? `the data directory ${dir} is not writable by this user: fix its permissions, or ${remedy}`
+        : `the data directory ${dir} cannot be created: ${existing} is not writable by this user; ${remedy}`,
+    );
+  }
+}
+
+/** Connects to Redis once and pings it, failing after `timeoutMs` with what the connection last said. */
+export async function checkRedis(url: string, timeoutMs: number): Promise<void> {
+  const { Redis } = await import('ioredis');
+  let last = 'no answer';
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, retryStrategy: () => 200 });
+  redis.on('error', (error: Error) => void (last = error.message));
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      redis.connect().then(() => redis.ping()),
+      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(last)), timeoutMs))),
+    ]);
+  } catch (error) {
+    // The connection's own error (ECONNREFUSED, ENOTFOUND) says more than the rejection ("Connection is closed").
+    const reason = (last !== 'no answer' ? last : (error as Error).message).replace(/\.$/, '');
+    throw new StartupError(`cannot reach Redis at ${redactedUrl(url)} within ${timeoutMs} ms (${reason}): start it, or fix REDIS_URL`);
+  } finally {
+    clearTimeout(timer);
+    redis.disconnect();
+  }
+}

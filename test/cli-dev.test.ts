@@ -1,0 +1,152 @@
+/**
+ * `perseid dev`: the app restarts on a save, keeps its embedded data, and
+ * connected clients learn of the new version (hot code push): a Node client
+ * with `hotCodePush: 'keep'` gets `newVersion` and its subscriptions back, a
+ * page in headless Chromium reloads. A save that breaks the app gets one line
+ * and the next good save brings it back.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { chromium } from 'playwright-core';
+import { DDPClient } from '../src/client/node.js';
+import { CLI, eventually, exited } from './processes.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+
+function app(greeting: string): string {
+  return [
+    "import { fileURLToPath } from 'node:url';",
+    "import { Collection } from 'perseid';",
+    "const Notes = new Collection('notes');",
+    'export default function app(server) {',
+    "  server.serveStatic(fileURLToPath(new URL('./public/', import.meta.url)));",
+    '  server.methods({',
+    `    greet: () => '${greeting}',`,
+    "    add: (text) => Notes.insertAsync({ text }),",
+    '  });',
+    "  server.publish('notes', () => Notes.find());",
+    '}',
+    '',
+  ].join('\n');
+}
+
+const PAGE = `<!doctype html><html><body><p id="version">none</p><script type="module">
+import { DDPClient } from '/perseid/client.js';
+const client = new DDPClient(location.origin);
+client.subscribe('notes');
+client.on('connected', () => { document.getElementById('version').textContent = 'connected'; });
+</script></body></html>`;
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+  const { port } = probe.address() as { port: number };
+  await new Promise((r) => probe.close(r));
+  return port;
+}
+
+interface Dev {
+  child: ChildProcess;
+  url: string;
+  log(): string;
+  /** Resolves once the dev log has said `pattern` `times` times in all. */
+  said(pattern: RegExp, times: number, timeoutMs?: number): Promise<void>;
+}
+
+async function startDev(dir: string): Promise<Dev> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  child.stdout!.on('data', (c: Buffer) => void (log += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => void (log += c.toString()));
+  const count = (pattern: RegExp) => log.split('\n').filter((line) => pattern.test(line)).length;
+  const said = (pattern: RegExp, times: number, timeoutMs = 20000) => eventually(() => count(pattern) >= times, `${pattern} x${times} in:\n${log}`, timeoutMs);
+  await said(/Perseid is running at/, 1);
+  return { child, url: `http://127.0.0.1:${port}`, log: () => log, said };
+}
+
+describe('perseid dev', () => {
+  const dirs: string[] = [];
+  const children: ChildProcess[] = [];
+  after(async () => {
+    for (const child of children) {
+      child.kill('SIGINT');
+      await exited(child);
+    }
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  function appDir(): string {
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-dev-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'dev-app', type: 'module' }));
+    mkdirSync(join(dir, 'node_modules'));
+    symlinkSync(resolve('.'), join(dir, 'node_modules', 'perseid'));
+    mkdirSync(join(dir, 'public'));
+    writeFileSync(join(dir, 'public', 'index.html'), PAGE);
+    writeFileSync(join(dir, 'app.js'), app('hello'));
+    return dir;
+  }
+
+  it('restarts on a save with the data kept, and tells clients a new version runs', async () => {
+    const dir = appDir();
+    const dev = await startDev(dir);
+    children.push(dev.child);
+    const client = new DDPClient(dev.url, { hotCodePush: 'keep' });
+    const versions: string[] = [];
+    client.on('newVersion', (version) => versions.push(version));
+    try {
+      await client.subscribe('notes').ready;
+      assert.equal(await client.call('greet'), 'hello');
+      const id = await client.call<string>('add', 'kept across restarts');
+
+      writeFileSync(join(dir, 'app.js'), app('hello again'));
+      await dev.said(/app\.js changed: restarting/, 1);
+      await dev.said(/Perseid is running at/, 2);
+      await eventually(() => versions.length === 1, 'a newVersion event', 15000);
+      assert.equal(await client.call('greet'), 'hello again');
+      await eventually(() => client.collection('notes').findOne(id) !== undefined, 'the note back through the resubscription', 10000);
+
+      // A save that breaks the app: one line, the watcher stays; the next good save brings it back.
+      writeFileSync(join(dir, 'app.js'), 'export default function app(server) {\n  server.methods({ greet: () => ; });\n}\n');
+      await dev.said(/perseid start: syntax error in app\.js:2: /, 1);
+      await dev.said(/the app stopped \(exit 1\); waiting for a change/, 1);
+      writeFileSync(join(dir, 'app.js'), app('fixed'));
+      await dev.said(/Perseid is running at/, 3);
+      await eventually(() => versions.length === 2, 'a second newVersion event', 15000);
+      assert.equal(await client.call('greet'), 'fixed');
+      assert.equal(client.collection('notes').findOne(id)?.text, 'kept across restarts');
+    } finally {
+      client.disconnect();
+    }
+    dev.child.kill('SIGINT');
+    assert.equal(await exited(dev.child), 0);
+    assert.doesNotMatch(dev.log(), /^\s+at /m, 'no stack trace');
+  });
+
+  it('reloads an open page in headless Chromium on a save', { skip: CHROMIUM ? false : 'Chromium not found: apt-get install chromium, or set CHROMIUM_PATH' }, async () => {
+    const dir = appDir();
+    const dev = await startDev(dir);
+    children.push(dev.child);
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update'] });
+    try {
+      const page = await browser.newPage();
+      await page.goto(dev.url);
+      await page.waitForFunction(() => document.getElementById('version')?.textContent === 'connected');
+      await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1));
+      const loads: number[] = [];
+      page.on('load', () => loads.push(Date.now()));
+      writeFileSync(join(dir, 'public', 'index.html'), PAGE.replace('<p id="version">', '<h1>changed</h1><p id="version">'));
+      await page.waitForSelector('h1', { timeout: 20000 });
+      assert.equal(await page.evaluate(() => (window as unknown as { marker?: number }).marker), undefined, 'the page reloaded');
+      assert.equal(loads.length, 1, 'once');
+    } finally {
+      await browser.close();
+    }
+  });
+});

@@ -1,0 +1,115 @@
+/**
+ * `perseid start` as a newcomer meets it: each start-up mistake gets one line
+ * that names the thing and what to do, exit code 1 and no stack trace, and
+ * leaves no data directory behind.
+ */
+import assert from 'node:assert/strict';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { appDir, assertOneLine, OK_APP, perseid, removeAppDirs } from './cli-app-dir.js';
+import { startPerseid } from './processes.js';
+
+describe('perseid start: start-up errors', () => {
+  after(removeAppDirs);
+
+  it('names a missing app file, and makes nothing', () => {
+    const dir = appDir({});
+    assertOneLine(perseid(dir, ['start', 'app.js']), /app module app\.js not found .*perseid start app\.js/);
+    assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
+  });
+
+  it('gives the file and line of a syntax error, in the app or in a file it imports, and makes nothing', () => {
+    const dir = appDir({
+      'app.js': 'export default function app(server) {\n  server.methods({ a() { return 1 }; });\n}\n',
+      'main.js': 'import { helper } from "./lib/helper.js";\nexport default function () { helper(); }\n',
+      'lib/helper.js': 'export function helper() {}\nexport const broken = ;\n',
+    });
+    assertOneLine(perseid(dir, ['start', 'app.js']), /syntax error in app\.js:2: Unexpected token/);
+    assertOneLine(perseid(dir, ['start', 'main.js']), /syntax error in lib\/helper\.js:2: Unexpected token/);
+    assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
+  });
+
+  it('says where an app threw while loading or setting up', () => {
+    const dir = appDir({
+      'loading.js': 'const ready = false;\nif (!ready) throw new Error("config missing");\nexport default function () {}\n',
+      'setup.js': 'export default function app(server) {\n  server.methods({ notAFunction: 42 });\n}\n',
+      'none.js': 'export const app = () => {};\n',
+    });
+    assertOneLine(perseid(dir, ['start', 'loading.js']), /loading\.js failed while loading: config missing \(at loading\.js:2:\d+\)/);
+    assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory after a failed load');
+    assertOneLine(perseid(dir, ['start', 'setup.js']), /setup\.js failed while setting up the server: Method 'notAFunction' must be a function \(at setup\.js:2:\d+\)/);
+    assertOneLine(perseid(dir, ['start', 'none.js']), /none\.js has no default export: end it with export default function app\(server\)/);
+  });
+
+  it('says what to change when the module format is the wrong one', () => {
+    const esmInCjs = appDir({ 'app.js': 'import { Collection } from "perseid";\nexport default function () {}\n' }, 'commonjs');
+    assertOneLine(perseid(esmInCjs, ['start', 'app.js']), /app\.js uses import\/export but Node loads it as CommonJS: add "type": "module" to package\.json \(or rename it to app\.mjs\)/);
+    const cjsInEsm = appDir({ 'app.js': 'const { Collection } = require("perseid");\nmodule.exports = function () {};\n' });
+    assertOneLine(perseid(cjsInEsm, ['start', 'app.js']), /app\.js:1:\d+ uses require but Node loads it as an ES module .*rename it to app\.cjs/);
+  });
+
+  it('reports a port in use and an address not of this machine before making the data directory', async () => {
+    const dir = appDir({ 'app.js': OK_APP });
+    const holder = createServer();
+    await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
+    const { port } = holder.address() as { port: number };
+    try {
+      assertOneLine(perseid(dir, ['start', 'app.js', '--port', String(port)]), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use .*--port or PORT`));
+    } finally {
+      holder.close();
+    }
+    // 192.0.2.1 is TEST-NET-1: never an address of this machine. Binding sends nothing.
+    assertOneLine(perseid(dir, ['start', 'app.js', '--host', '192.0.2.1', '--port', '0']), /192\.0\.2\.1 is not an address of this machine: use 127\.0\.0\.1, 0\.0\.0\.0/);
+    assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
+  });
+
+  it('refuses a data directory that is a file or cannot be written, naming it', () => {
+    const dir = appDir({ 'app.js': OK_APP, 'data.txt': 'not a directory' });
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', 'data.txt']), /the data directory data\.txt is a file, not a directory: remove it, or choose another with --data-dir/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', 'data.txt/inside']), /the data directory data\.txt\/inside cannot be created: .*data\.txt is a file/);
+
+    // Root may write anywhere: the not-writable case then runs as nobody.
+    const readOnly = join(dir, 'read-only');
+    mkdirSync(readOnly);
+    chmodSync(dir, 0o755);
+    chmodSync(readOnly, 0o555);
+    const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    assertOneLine(
+      perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', 'read-only'], {}, asNobody),
+      /the data directory read-only is not writable by this user: fix its permissions, or choose another/,
+    );
+    assertOneLine(
+      perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', 'read-only/data'], {}, asNobody),
+      /the data directory read-only\/data cannot be created: .*read-only is not writable by this user/,
+    );
+  });
+
+  it('names the process that holds the data directory, with no stack after the message', async () => {
+    const dir = appDir({ 'app.js': OK_APP });
+    const data = join(dir, 'data');
+    const first = await startPerseid(join(dir, 'app.js'), ['--port', '0', '--data-dir', data]);
+    try {
+      assertOneLine(
+        perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', data]),
+        new RegExp(`the data directory .*data is in use by process ${first.child.pid} \\(another perseid start\\?\\): stop it, or choose another with --data-dir`),
+      );
+    } finally {
+      await first.stop('SIGINT');
+    }
+  });
+
+  it('gives up on an unreachable Redis within the bound, saying why', () => {
+    const dir = appDir({ 'app.js': OK_APP });
+    const started = Date.now();
+    const out = perseid(dir, ['start', 'app.js', '--port', '0', '--fanout', 'redis'], {
+      REDIS_URL: 'redis://127.0.0.1:1',
+      MONGO_URL: 'mongodb://127.0.0.1:1/x',
+      PERSEID_CONNECT_TIMEOUT_MS: '1500',
+    });
+    assertOneLine(out, /cannot reach Redis at redis:\/\/127\.0\.0\.1:1\/? within 1500 ms \(connect ECONNREFUSED 127\.0\.0\.1:1\): start it, or fix REDIS_URL/);
+    assert.ok(Date.now() - started < 15000, 'bounded');
+  });
+});
+
