@@ -19,17 +19,18 @@ const LAYERS = {
   transport: ['ddp', 'metrics'],
   server: ['transport', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
   'rate-limit': ['server', 'ddp', 'metrics'],
-  validation: ['ddp'],
+  contract: [], // pure: shared by server and client
+  validation: ['server', 'contract', 'ddp'],
   accounts: ['server', 'rate-limit', 'validation', 'collections', 'data', 'ddp', 'metrics'],
   cluster: ['server', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
-  client: ['ddp', 'query'],
+  client: ['ddp', 'query', 'contract'],
   load: ['client', 'ddp'],
   testing: [], // runs the CLI as a process: imports nothing of ours
 };
-const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'transport', 'server', 'rate-limit', 'validation', 'accounts', 'cluster', 'client', 'load', 'testing', 'cli'];
+const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'transport', 'server', 'rate-limit', 'contract', 'validation', 'accounts', 'cluster', 'client', 'load', 'testing', 'cli'];
 
 /** Folders that run in browsers (the client bundle): no Node modules. */
-const BROWSER = ['ddp', 'query', 'client'];
+const BROWSER = ['ddp', 'query', 'contract', 'client'];
 
 function layerRules() {
   return Object.entries(LAYERS).map(([folder, allowed]) => {

@@ -166,7 +166,7 @@ const RUNS: Record<string, () => Promise<void>> = {
       await assert.rejects(client.call('addNote', 'anonymous'), { error: 401 });
       await assert.rejects(accounts.createUser({ username: 'al', password: 'pw' }), { error: 403, reason: 'User validation failed' });
       const userId = await accounts.createUser({ username: 'ada', password: 'correct horse' });
-      assert.equal(accounts.userId, userId);
+      assert.equal(accounts.userId(), userId);
       assert.ok(items.get('perseid.loginToken'));
       const notes = client.collection<{ text: string }>('notes');
       await client.subscribe('myNotes').ready;
@@ -179,7 +179,7 @@ const RUNS: Record<string, () => Promise<void>> = {
       const sessionBefore = client.sessionId;
       await client.call('dropMyConnection');
       await eventually(() => client.status === 'connected' && client.sessionId !== sessionBefore, 'the reconnect');
-      assert.equal(accounts.userId, userId);
+      assert.equal(accounts.userId(), userId);
       await eventually(() => notes.find().some((n) => n.text === 'hello'), "the user's notes after the resume");
       await accounts.logout();
       await eventually(() => notes.find().length === 0, 'the notes gone after logout');

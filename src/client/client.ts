@@ -7,6 +7,7 @@
  * session sends (see quiescence.ts). Method stubs run at once against the
  * local collections (stubs.ts, server-documents.ts).
  */
+import type { InputsOf, MethodDefinition, PublicationDefinition, ResultOf } from '../contract/index.js';
 import { clone } from '../ddp/ejson.js';
 import { DDPError } from '../ddp/errors.js';
 import { SUPPORTED_VERSIONS, type MethodMessage, type ServerMessage } from '../ddp/messages.js';
@@ -21,7 +22,7 @@ import type { LocalCollection } from './local-collection.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
 import { Quiescence, type DataMessage } from './quiescence.js';
 import { LocalStore } from './store.js';
-import { Simulation, type Stub } from './stubs.js';
+import { Simulation, type Stub, type StubInvocation } from './stubs.js';
 import { SubscriptionRegistry, type Subscription } from './subscriptions.js';
 import { toWebSocketUrl } from './url.js';
 
@@ -212,9 +213,19 @@ export class DDPClient extends Emitter<ClientEvents> {
     }
   }
 
-  /** Calls a method; see {@link apply}. */
-  call<Result = unknown>(method: string, ...params: unknown[]): Promise<Result> {
-    return this.apply<Result>(method, params);
+  /**
+   * Registers a typed stub for a method defined with `defineMethod`: it gets
+   * the parameters as the caller passes them.
+   */
+  stub<D extends MethodDefinition>(method: D, stub: (this: StubInvocation, ...args: InputsOf<D>) => unknown): void {
+    this.methods({ [method.name]: stub as Stub });
+  }
+
+  /** Calls a method; see {@link apply}. A definition from `defineMethod` types the parameters and the result. */
+  call<D extends MethodDefinition>(method: D, ...params: InputsOf<D>): Promise<ResultOf<D>>;
+  call<Result = unknown>(method: string, ...params: unknown[]): Promise<Result>;
+  call(method: string | MethodDefinition, ...params: unknown[]): Promise<unknown> {
+    return this.invoke(typeof method === 'string' ? method : method.name, params, {});
   }
 
   /**
@@ -224,16 +235,44 @@ export class DDPClient extends Emitter<ClientEvents> {
    * in the store; rejects with a DDPError. Called from inside a stub, it only
    * runs the other method's stub and resolves with what that returns.
    */
-  apply<Result = unknown>(
-    method: string,
-    params: readonly unknown[] = [],
-    options: MethodOptions = {},
-  ): Promise<Result> {
+  apply<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions): Promise<ResultOf<D>>;
+  apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions): Promise<Result>;
+  apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions = {}): Promise<unknown> {
+    return this.invoke(typeof method === 'string' ? method : method.name, params, options);
+  }
+
+  /**
+   * Runs `callback` on every reconnect to a new session, before the client
+   * re-sends its calls and subscriptions (Meteor's `onReconnect`): a call made
+   * there goes first, so a resume login precedes the subscriptions it affects.
+   * Not called when the server resumes the session. Returns a remover.
+   */
+  onReconnect(callback: () => void): () => void {
+    return this.reconnectHooks.add(callback);
+  }
+
+  /** Subscribes to a publication, now or on the next connection. */
+  subscribe<D extends PublicationDefinition>(publication: D, ...params: InputsOf<D>): Subscription;
+  subscribe(name: string, ...params: unknown[]): Subscription;
+  subscribe(publication: string | PublicationDefinition, ...params: unknown[]): Subscription {
+    const name = typeof publication === 'string' ? publication : publication.name;
+    const subscription = this.subscriptions.create(name, params.map(clone));
+    if (this.currentStatus === 'connected') this.sendSubscription(subscription);
+    return subscription;
+  }
+
+  /** The local copy of a collection (empty until the server sends documents). */
+  collection<T extends object = Document>(name: string): LocalCollection<T> {
+    // The server decides what documents look like; T is the caller's description of it.
+    return this.store.collection(name) as unknown as LocalCollection<T>;
+  }
+
+  private invoke(method: string, params: readonly unknown[], options: MethodOptions): Promise<unknown> {
     const stub = this.stubs.get(method);
     const enclosing = this.store.stub as Simulation | undefined;
     if (enclosing) {
       const nested = new Simulation(method, enclosing.methodId, this.user, enclosing, (...write) => this.store.held.track(...write));
-      return Promise.resolve(stub ? (this.runStub(nested, stub, params) as Result) : (undefined as Result));
+      return Promise.resolve(stub ? this.runStub(nested, stub, params) : undefined);
     }
     if (this.currentStatus === 'closed') return Promise.reject(ClientErrors.notConnected());
     // A copy, as Meteor takes: the call may be re-sent after the caller changed its arguments.
@@ -255,31 +294,7 @@ export class DDPClient extends Emitter<ClientEvents> {
     if (seed !== undefined) message.randomSeed = seed;
     const promise = this.calls.add(message, options);
     this.sendMethods();
-    // The caller states the result type; the server is not checked against it.
-    return promise as Promise<Result>;
-  }
-
-  /**
-   * Runs `callback` on every reconnect to a new session, before the client
-   * re-sends its calls and subscriptions (Meteor's `onReconnect`): a call made
-   * there goes first, so a resume login precedes the subscriptions it affects.
-   * Not called when the server resumes the session. Returns a remover.
-   */
-  onReconnect(callback: () => void): () => void {
-    return this.reconnectHooks.add(callback);
-  }
-
-  /** Subscribes to a publication, now or on the next connection. */
-  subscribe(name: string, ...params: unknown[]): Subscription {
-    const subscription = this.subscriptions.create(name, params.map(clone));
-    if (this.currentStatus === 'connected') this.sendSubscription(subscription);
-    return subscription;
-  }
-
-  /** The local copy of a collection (empty until the server sends documents). */
-  collection<T extends object = Document>(name: string): LocalCollection<T> {
-    // The server decides what documents look like; T is the caller's description of it.
-    return this.store.collection(name) as unknown as LocalCollection<T>;
+    return promise;
   }
 
   private runStub(simulation: Simulation, stub: Stub, params: readonly unknown[]): unknown {

@@ -8,6 +8,9 @@ export { DDPClient } from './client.js';
 export type { ClientEvents, ClientStatus, DDPClientOptions, DisconnectInfo } from './client.js';
 export type { MethodOptions } from './methods.js';
 export type { Stub, StubInvocation } from './stubs.js';
+// Typed contracts, defined once and imported by the server too (perseid's implement()).
+export { defineMethod, definePublication, returns } from '../contract/index.js';
+export type { MethodDefinition, PublicationDefinition, InputsOf, OutputsOf, ResultOf, Returns } from '../contract/index.js';
 export { AccountsClient } from './accounts.js';
 export type { AccountsClientEvents, TokenStorage, UserSelector, ClientUser } from './accounts.js';
 export type { HotCodePush } from './hot-code-push.js';
