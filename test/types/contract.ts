@@ -6,7 +6,8 @@
  */
 import * as v from 'valibot';
 import { z } from 'zod';
-import { DDPClient, defineMethod, definePublication, returns } from '../../src/client/index.js';
+import type { DDPClient} from '../../src/client/index.js';
+import { defineMethod, definePublication, returns } from '../../src/client/index.js';
 import { implement } from '../../src/validation/index.js';
 
 const addTask = defineMethod({
