@@ -24,13 +24,14 @@ const LAYERS = {
   accounts: ['server', 'rate-limit', 'validation', 'collections', 'data', 'ddp', 'metrics'],
   cluster: ['server', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
   client: ['ddp', 'query', 'contract'],
+  react: ['client', 'contract', 'ddp'],
   load: ['client', 'ddp'],
   testing: [], // runs the CLI as a process: imports nothing of ours
 };
-const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'transport', 'server', 'rate-limit', 'contract', 'validation', 'accounts', 'cluster', 'client', 'load', 'testing', 'cli'];
+const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'transport', 'server', 'rate-limit', 'contract', 'validation', 'accounts', 'cluster', 'client', 'react', 'load', 'testing', 'cli'];
 
 /** Folders that run in browsers (the client bundle): no Node modules. */
-const BROWSER = ['ddp', 'query', 'contract', 'client'];
+const BROWSER = ['ddp', 'query', 'contract', 'client', 'react'];
 
 function layerRules() {
   return Object.entries(LAYERS).map(([folder, allowed]) => {

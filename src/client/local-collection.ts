@@ -49,6 +49,8 @@ export interface UpdateOptions {
 
 export class LocalCollection<T extends object = Document> {
   private readonly docs = new Map<string, Document>();
+  /** Counts changes, so that a cursor knows when its results may differ. */
+  private changeCount = 0;
   private readonly listeners = new ListenerSet<[DocumentChange<T>]>();
   private readonly observers = new Set<QueryObserver>();
 
@@ -74,7 +76,14 @@ export class LocalCollection<T extends object = Document> {
 
   /** A query to fetch, count and observe. */
   cursor(selector?: LocalSelector<T>, options?: FindOptions): LocalCursor<T> {
-    return new LocalCursor<T>(compileQuery(selector, options), (observer) => this.watch(observer), this.docs);
+    const changes = () => this.changeCount;
+    return new LocalCursor<T>(compileQuery(selector, options), {
+      docs: this.docs,
+      get changes() {
+        return changes();
+      },
+      watch: (observer) => this.watch(observer),
+    });
   }
 
   /** Called after each change, with the collection already updated; returns a function that unsubscribes. */
@@ -199,6 +208,7 @@ export class LocalCollection<T extends object = Document> {
   }
 
   private changed(change: DocumentChange): void {
+    this.changeCount++;
     const { batch } = this.host;
     for (const observer of this.observers) {
       if (!observer.affectedBy(change)) continue;

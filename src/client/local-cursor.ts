@@ -1,8 +1,10 @@
 /**
  * A local query as Meteor's client cursors offer it: `fetch`, `count`, and
  * `observeChanges` / `observe` with Meteor's callbacks (initial results are
- * delivered as additions before the call returns), plus `watch` for UI
- * bindings that want the whole result list each time it changes.
+ * delivered as additions before the call returns), plus, for UI bindings that
+ * want the whole result list, `watch` and the `subscribe` / `getSnapshot` pair
+ * React's useSyncExternalStore takes: the snapshot stays the same array until
+ * the results change.
  */
 import type { Document } from './documents.js';
 import { runQuery, project, type CompiledQuery } from './local-query.js';
@@ -37,7 +39,14 @@ export interface WatchHandle<T> extends ObserveHandle {
   readonly results: readonly T[];
 }
 
-type Watch = (observer: QueryObserver) => () => void;
+/** What a cursor needs from its collection. */
+export interface CursorSource {
+  readonly docs: ReadonlyMap<string, Document>;
+  /** Counts the collection's changes: an unchanged count means unchanged results. */
+  readonly changes: number;
+  /** Keeps `observer` refreshed until the returned function is called. */
+  watch(observer: QueryObserver): () => void;
+}
 
 function withoutId(doc: Document): Record<string, unknown> {
   const { _id: _ignored, ...fields } = doc;
@@ -45,19 +54,50 @@ function withoutId(doc: Document): Record<string, unknown> {
 }
 
 export class LocalCursor<T extends object = Document> {
+  /** The results behind getSnapshot/subscribe/watch, kept live while anyone listens. */
+  private snapshotObserver: QueryObserver | undefined;
+  private snapshotAt = -1;
+  private readonly listeners = new Set<() => void>();
+  private stopSnapshot: (() => void) | undefined;
+
   constructor(
     private readonly query: CompiledQuery,
-    private readonly watchObserver: Watch,
-    private readonly docs: ReadonlyMap<string, Document>,
+    private readonly source: CursorSource,
   ) {}
 
   fetch(): T[] {
-    return runQuery(this.docs, this.query).map(([, doc]) => project(this.query, doc) as T);
+    return runQuery(this.source.docs, this.query).map(([, doc]) => project(this.query, doc) as T);
   }
 
   count(): number {
-    return runQuery(this.docs, this.query).length;
+    return runQuery(this.source.docs, this.query).length;
   }
+
+  /** The results now: the same array as the last call unless they changed since. */
+  readonly getSnapshot = (): readonly T[] => {
+    this.snapshotObserver ??= new QueryObserver(this.source.docs, this.query, () => this.notify());
+    if (!this.stopSnapshot && this.snapshotAt !== this.source.changes) {
+      this.snapshotObserver.refresh();
+      this.snapshotAt = this.source.changes;
+    }
+    return this.snapshotObserver.results as readonly T[];
+  };
+
+  /** Calls `listener` after each change of the results; returns the function that stops it. */
+  readonly subscribe = (listener: () => void): (() => void) => {
+    if (!this.stopSnapshot) {
+      this.getSnapshot(); // brought up to date before anyone listens
+      this.stopSnapshot = this.source.watch(this.snapshotObserver!);
+    }
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size > 0 || !this.stopSnapshot) return;
+      this.stopSnapshot();
+      this.stopSnapshot = undefined;
+      this.snapshotAt = -1;
+    };
+  };
 
   observeChanges(callbacks: ObserveChangesCallbacks): ObserveHandle {
     const idOf = new Map<string, unknown>();
@@ -129,24 +169,23 @@ export class LocalCursor<T extends object = Document> {
 
   /** Follows the whole result list: `listener` gets it after each change (not for the initial one). */
   watch(listener: (results: readonly T[]) => void): WatchHandle<T> {
-    let started = false;
-    const observer = new QueryObserver(this.docs, this.query, () => {
-      if (started) listener(observer.results as readonly T[]);
-    });
-    observer.refresh();
-    started = true;
-    const stop = this.watchObserver(observer);
+    const stop = this.subscribe(() => listener(this.getSnapshot()));
+    const results = this.getSnapshot;
     return {
       get results() {
-        return observer.results as readonly T[];
+        return results();
       },
       stop,
     };
   }
 
+  private notify(): void {
+    for (const listener of this.listeners) listener();
+  }
+
   private observeResults(emit: (changes: readonly ResultChange[]) => void): ObserveHandle {
-    const observer = new QueryObserver(this.docs, this.query, emit);
+    const observer = new QueryObserver(this.source.docs, this.query, emit);
     observer.refresh();
-    return { stop: this.watchObserver(observer) };
+    return { stop: this.source.watch(observer) };
   }
 }
