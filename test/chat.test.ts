@@ -40,7 +40,7 @@ describe('the chat example in headless Chromium', { skip }, () => {
   const pageErrors: string[] = [];
   let t: TestServer;
   let browser: Browser;
-  let contexts: BrowserContext[] = [];
+  const contexts: BrowserContext[] = [];
   let alice: Page;
   let bob: Page;
 
