@@ -17,18 +17,20 @@ const LAYERS = {
   reactive: ['data', 'query', 'ddp', 'metrics'],
   collections: ['reactive', 'data', 'query', 'ddp', 'metrics'],
   transport: ['ddp', 'metrics'],
-  server: ['transport', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
+  jobs: ['collections', 'coordination', 'data', 'ddp', 'metrics'],
+  server: ['transport', 'jobs', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
   'rate-limit': ['server', 'ddp', 'metrics'],
   contract: [], // pure: shared by server and client
   validation: ['server', 'contract', 'ddp'],
   accounts: ['server', 'rate-limit', 'validation', 'collections', 'data', 'ddp', 'metrics'],
-  cluster: ['server', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
+  cluster: ['server', 'jobs', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
+  autoscale: ['cluster', 'metrics'],
   client: ['ddp', 'query', 'contract'],
   react: ['client', 'contract', 'ddp'],
   load: ['client', 'ddp'],
   testing: [], // runs the CLI as a process: imports nothing of ours
 };
-const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'transport', 'server', 'rate-limit', 'contract', 'validation', 'accounts', 'cluster', 'client', 'react', 'load', 'testing', 'cli'];
+const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'jobs', 'transport', 'server', 'rate-limit', 'contract', 'validation', 'accounts', 'cluster', 'autoscale', 'client', 'react', 'load', 'testing', 'cli'];
 
 /** Folders that run in browsers (the client bundle): no Node modules. */
 const BROWSER = ['ddp', 'query', 'contract', 'client', 'react'];

@@ -1,5 +1,5 @@
 /** perseid: the server. */
-export { createServer, PerseidServer, DEFAULT_COMPRESSION, type ServerOptions } from './server/app.js';
+export { createServer, PerseidServer, DEFAULT_COMPRESSION, type ServerOptions, type ServerRole } from './server/app.js';
 export type { MethodHandler } from './server/method-invocation.js';
 export type { DispatchEvent, DispatchHook } from './server/dispatch-hooks.js';
 export { MethodInvocation } from './server/method-invocation.js';
@@ -16,6 +16,7 @@ export { EJSON, type EJSONCustomType } from './ddp/ejson.js';
 export { DDPError } from './ddp/errors.js';
 export { ObjectID } from './ddp/object-id.js';
 export { Random } from './ddp/random.js';
+export { Jobs, JobError, JOBS_COLLECTION, type EnqueueOptions, type JobsStartOptions, type JobContext, type JobFunction, type JobOptions, type ScheduleOptions, type JobRun, type AttemptRecord, type RunStatus } from './jobs/index.js';
 export { metrics } from './metrics/registry.js';
 export { createLogger, setLogLevel, type Logger, type LogLevel } from './log.js';
 export {

@@ -15,6 +15,7 @@ import { pathToFileURL } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
 import { parseCommand, type CommandSpec } from '../src/cli/args.js';
+import { autoscaleCommand } from '../src/cli/autoscale.js';
 import { createCommand } from '../src/cli/create.js';
 import { devCommand } from '../src/cli/dev.js';
 import { loadCommand } from '../src/cli/load.js';
@@ -245,7 +246,7 @@ function commandLines(): Array<{ page: string; line: string; args: string[] }> {
   return out;
 }
 
-const SPECS: Record<string, CommandSpec> = { create: createCommand, dev: devCommand, start: startCommand, load: loadCommand };
+const SPECS: Record<string, CommandSpec> = { create: createCommand, dev: devCommand, start: startCommand, load: loadCommand, autoscale: autoscaleCommand };
 
 describe('docs samples', () => {
   const work = mkdtempSync(join(tmpdir(), 'perseid-docs-'));

@@ -5,6 +5,7 @@ import { helpText, nearestFlag, parseCommand, UsageError, type CommandSpec, type
 import { DatabaseUnavailableError } from '../data/driver.js';
 import { createCommand, runCreate } from './create.js';
 import { devCommand, runDev } from './dev.js';
+import { autoscaleCommand, runAutoscale } from './autoscale.js';
 import { loadCommand, runLoadCommand } from './load.js';
 import { runStart, startCommand } from './start.js';
 import { StartupError } from './startup-error.js';
@@ -20,6 +21,7 @@ const commands: Record<string, Command> = {
   dev: { spec: devCommand, run: (parsed) => runDev(parsed) },
   start: { spec: startCommand, run: (parsed) => runStart(parsed).then(() => undefined) },
   load: { spec: loadCommand, run: (parsed) => runLoadCommand(parsed) },
+  autoscale: { spec: autoscaleCommand, run: (parsed) => runAutoscale(parsed).then(() => undefined) },
 };
 
 function version(): string {

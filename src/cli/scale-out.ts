@@ -117,7 +117,7 @@ export function readScaleOut(values: Parsed['values'], env: NodeJS.ProcessEnv): 
 }
 
 /** Where the cluster's shared keys live: one namespace per database, so apps sharing a Redis stay apart. */
-function keyPrefix(mongoUrl: string): string {
+export function keyPrefix(mongoUrl: string): string {
   const db = new URL(mongoUrl.replace(/^mongodb(\+srv)?:/, 'http:')).pathname.slice(1) || 'test';
   return `perseid:${db}:`;
 }
@@ -139,6 +139,18 @@ export async function openFanout(config: ScaleOut, id: string, log: Logger): Pro
   return { bus, store: { bus, serverId: id, relay } };
 }
 
+/** The registry the servers of a cluster share: in Redis (namespaced by the database's name) or in the app's MongoDB. */
+export async function openDiscoveryStore(config: Pick<ScaleOut, 'discovery' | 'redisUrl' | 'mongoUrl'>): Promise<{ store: DiscoveryStore; close(): Promise<void> }> {
+  if (config.discovery === 'mongo') {
+    const [{ MongoClient }, { MongoDiscoveryStore }] = await Promise.all([import('mongodb'), import('../cluster/discovery-store-mongo.js')]);
+    const client = new MongoClient(config.mongoUrl!, { serverSelectionTimeoutMS: 10000 });
+    return { store: new MongoDiscoveryStore(client.db()), close: () => client.close() };
+  }
+  const [{ Redis }, { RedisDiscoveryStore }] = await Promise.all([import('ioredis'), import('../cluster/discovery-store-redis.js')]);
+  const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 2 });
+  return { store: new RedisDiscoveryStore(redis, `${keyPrefix(config.mongoUrl!)}servers:`), close: async () => redis.disconnect() };
+}
+
 export interface Joined {
   membership: ClusterMembership;
   close(): Promise<void>;
@@ -151,22 +163,11 @@ export async function joinCluster(
   front: { routeConnections(router: ConnectionRouter): unknown; onDrain(hook: () => Promise<void>): unknown; readonly connectionCount: number },
   load: () => LoadFigures,
   log: Logger,
+  role = 'all',
 ): Promise<Joined> {
-  let store: DiscoveryStore;
-  let close = async () => undefined as void;
-  if (config.discovery === 'mongo') {
-    const [{ MongoClient }, { MongoDiscoveryStore }] = await Promise.all([import('mongodb'), import('../cluster/discovery-store-mongo.js')]);
-    const client = new MongoClient(config.mongoUrl!, { serverSelectionTimeoutMS: 10000 });
-    store = new MongoDiscoveryStore(client.db());
-    close = () => client.close();
-  } else {
-    const [{ Redis }, { RedisDiscoveryStore }] = await Promise.all([import('ioredis'), import('../cluster/discovery-store-redis.js')]);
-    const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 2 });
-    store = new RedisDiscoveryStore(redis, `${keyPrefix(config.mongoUrl!)}servers:`);
-    close = async () => redis.disconnect();
-  }
+  const { store, close } = await openDiscoveryStore(config);
   const membership = new ClusterMembership(
-    { id, url: config.publicUrl!, internalUrl: config.internalUrl, balancer: config.balancer, store, intervalMs: config.intervalMs, log: log.child('cluster') },
+    { id, url: config.publicUrl!, internalUrl: config.internalUrl, balancer: config.balancer, role, store, intervalMs: config.intervalMs, log: log.child('cluster') },
     load,
     () => front.connectionCount,
   );

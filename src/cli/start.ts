@@ -8,12 +8,13 @@ import { getDefaultDatabase, setDefaultDatabaseOptions, type Database } from '..
 import { DatabaseUnavailableError } from '../data/driver.js';
 import type { ChangeSourceChoice } from '../data/mongo/store.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
-import { createServer, DEFAULT_COMPRESSION, type PerseidServer } from '../server/app.js';
+import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerRole } from '../server/app.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
 import { StartupError } from './startup-error.js';
+import { readRole, roleOptions, startJobs } from './jobs-role.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
 export const startCommand: CommandSpec = {
@@ -53,6 +54,7 @@ export const startCommand: CommandSpec = {
       help: 'On SIGTERM, close open connections spread over this long, so clients reconnect elsewhere gradually',
     },
     ...scaleOutOptions,
+    ...roleOptions,
   },
   details: [
     'The app module\'s default export is called with the server before it starts listening:',
@@ -94,8 +96,8 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
 }
 
 /** Creates the server and runs the app's setup on it. */
-async function bootApp(setup: AppSetup, appPath: string, compression: CompressionOptions | false): Promise<PerseidServer> {
-  const server = createServer({ compression, clientVersion: process.env.PERSEID_CLIENT_VERSION || undefined });
+async function bootApp(setup: AppSetup, appPath: string, compression: CompressionOptions | false, role: ServerRole): Promise<PerseidServer> {
+  const server = createServer({ compression, role, clientVersion: process.env.PERSEID_CLIENT_VERSION || undefined });
   await runAppSetup(setup, server, appPath);
   return server;
 }
@@ -177,6 +179,9 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
   const workers = workerCount(values.workers);
   const scale = readScaleOut(values, env);
+  const role = readRole(values);
+  if (role === 'jobs' && workers > 0) throw new UsageError('--role jobs runs no clients: it needs no --workers (run several jobs processes instead).');
+  if (role === 'jobs' && scale.balancer) throw new UsageError('--role jobs serves no clients, so it cannot be a --balancer.');
   const id = processId();
   const dataDir = String(values['data-dir']);
   if (!isWorker()) {
@@ -196,9 +201,10 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     setDefaultDatabaseOptions({ feed, fanout: fanout?.store });
     const setup = await loadAppModule(appPath);
     const database = await openAppDatabase(undefined);
-    const server = await bootApp(setup, appPath, compression);
+    const server = await bootApp(setup, appPath, compression, role);
     await serveAsWorker(server);
-    process.once('SIGTERM', () => void server.close().then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
+    const stopJobs = await startJobs(server, database, values, env, id, log);
+    process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
     return server;
   }
 
@@ -224,10 +230,11 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       // A polled database has no feed to share: each worker polls for itself.
       workerEnv: feedStore ? { ...env, PERSEID_CHANGE_SOURCE: polling ? 'poll' : 'ipc', PERSEID_MACHINE_FEED: feedStore.changes.name } : env,
       feed: feedStore && !polling ? { changes: feedStore.changes, poke: (collection) => feedStore.poke(collection) } : undefined,
+      role: role === 'web' ? 'web' : 'all',
       log,
     });
     const bound = await listenOn(() => primary.listen(port, host), port, host);
-    const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log) : undefined;
+    const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log, role) : undefined;
     const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
     onSignals(
       log,
@@ -249,17 +256,19 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   setDefaultDatabaseOptions({ dataDir, fsync: values.fsync === true, fanout: fanout?.store });
   const setup = await loadAppModule(appPath);
   const database = await openAppDatabase(embedded ? dataDir : undefined);
-  const server = await bootApp(setup, appPath, compression);
+  const server = await bootApp(setup, appPath, compression, role);
   const bound = await listenOn(() => server.listen(port, host), port, host);
   const monitor = new LoadMonitor(() => server.sessionCount);
-  const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log) : undefined;
+  const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;
   if (!joined) monitor.stop();
+  const stopJobs = await startJobs(server, database, values, env, id, log);
+  // Jobs stop alongside the drain (running attempts may finish), before the database closes.
   const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
   // Before the line that says it runs: whoever waits for that line may signal at once.
   onSignals(
     log,
-    () => server.drain(drainMs).then(after),
-    () => server.close().then(after),
+    () => Promise.all([server.drain(drainMs), stopJobs()]).then(after),
+    () => Promise.all([server.close(), stopJobs()]).then(after),
   );
   log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
     app: appPath,
@@ -268,6 +277,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     compression: compression ? compression.threshold : 'off',
     fanout: fanout ? 'redis' : undefined,
     cluster: joined?.membership.id,
+    role,
   });
   return server;
 }

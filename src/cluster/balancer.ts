@@ -47,7 +47,8 @@ export class Balancer {
     let best: ServerEntry | undefined;
     for (const entry of this.discovery.servers()) {
       if (entry.id === this.discovery.id) self = entry;
-      else if (!eligible(entry) || (this.unreachableUntil.get(entry.id) ?? 0) > now) continue;
+      // A jobs server serves no clients; an unreachable one gets none for a while.
+      else if (entry.role === 'jobs' || !eligible(entry) || (this.unreachableUntil.get(entry.id) ?? 0) > now) continue;
       if (!best || score(entry) < score(best)) best = entry;
     }
     if (!best) return undefined;

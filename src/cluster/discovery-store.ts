@@ -14,6 +14,10 @@ export interface ServerEntry extends LoadFigures {
   internalUrl?: string;
   /** Whether it sends new clients to the least loaded server. */
   balancer: boolean;
+  /** The machine or container it runs on (in Kubernetes, the pod's name): how an autoscaler finds what to remove. */
+  host?: string;
+  /** `web`, `jobs` or `all`; a `jobs` server takes no clients, so no balancer sends it any. Absent from older servers: `all`. */
+  role?: string;
   /** ms since the epoch, set when announced. */
   updatedAt: number;
 }

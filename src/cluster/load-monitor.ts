@@ -1,5 +1,10 @@
-/** How loaded this process is: open sessions, CPU and event-loop delay, for choosing where new clients go. */
+/**
+ * How loaded this process is: open sessions, CPU, event-loop delay, memory
+ * and the p95 method time, announced to discovery for choosing where new
+ * clients go and for the autoscaler.
+ */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { methodTimes } from '../server/server-metrics.js';
 
 const RESOLUTION_MS = 20;
 /** CPU and lag are averaged over about this long whatever the sampling interval, so one busy moment (a GC pause, a burst) does not look like a busy server. */
@@ -11,6 +16,10 @@ export interface LoadFigures {
   lagMs: number;
   /** CPU time used, percent of one core, averaged over the last few seconds. */
   cpuPercent: number;
+  /** Resident memory, MiB. */
+  memoryMb: number;
+  /** 95th percentile of method times since the last announcement, ms (0 without calls). */
+  methodP95Ms: number;
 }
 
 export class LoadMonitor {
@@ -41,7 +50,13 @@ export class LoadMonitor {
     }
     this.cpu = process.cpuUsage();
     this.at = now;
-    return { sessions: this.sessions(), lagMs: Math.round((this.lagMs ?? 0) * 10) / 10, cpuPercent: Math.round(this.cpuPercent ?? 0) };
+    return {
+      sessions: this.sessions(),
+      lagMs: Math.round((this.lagMs ?? 0) * 10) / 10,
+      cpuPercent: Math.round(this.cpuPercent ?? 0),
+      memoryMb: Math.round(process.memoryUsage.rss() / 1048576),
+      methodP95Ms: Math.round(methodTimes.takePercentile(95) * 10) / 10,
+    };
   }
 
   stop(): void {

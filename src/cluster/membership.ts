@@ -25,6 +25,8 @@ export interface MembershipOptions {
   internalUrl?: string;
   /** Whether this server sends new clients to the least loaded server. */
   balancer: boolean;
+  /** This server's role (`web`, `jobs`, `all`), announced so balancers send no clients to a jobs server. */
+  role?: string;
   store: DiscoveryStore;
   id?: string;
   /** How often the server announces itself and refreshes the list (default 2000 ms). */
@@ -59,7 +61,7 @@ export class ClusterMembership implements ConnectionRouter {
     this.discovery = new Discovery(
       options.store,
       id,
-      () => ({ url, internalUrl: internal && withoutTrailingSlash(internal), balancer: options.balancer, ...load() }),
+      () => ({ url, internalUrl: internal && withoutTrailingSlash(internal), balancer: options.balancer, role: options.role ?? 'all', host: hostname(), ...load() }),
       { intervalMs: options.intervalMs, ttlMs: options.ttlMs, log: options.log },
     );
     this.balancer = new Balancer(this.discovery, connections);

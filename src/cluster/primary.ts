@@ -30,6 +30,8 @@ export interface PrimaryOptions {
   workerEnv: NodeJS.ProcessEnv;
   /** The machine's change feed, when the database has one to share. */
   feed?: { changes: ChangeSource; poke(collection: string): void };
+  /** The role its workers run with (`web` or `all`), reported by /health. */
+  role?: 'web' | 'all';
   log: Logger;
 }
 
@@ -86,13 +88,15 @@ export class Primary {
     return this;
   }
 
-  /** The machine's load: sessions of all workers, their mean CPU and worst event-loop delay. */
+  /** The machine's load: sessions and memory of all workers, their mean CPU, worst event-loop delay and worst p95 method time. */
   load(): LoadFigures {
     const ready = this.pool.ready;
     return {
       sessions: ready.reduce((n, w) => n + w.load.sessions, 0),
       cpuPercent: ready.length ? Math.round(ready.reduce((n, w) => n + w.load.cpuPercent, 0) / ready.length) : 0,
       lagMs: Math.max(0, ...ready.map((w) => w.load.lagMs)),
+      memoryMb: ready.reduce((n, w) => n + w.load.memoryMb, Math.round(process.memoryUsage.rss() / 1048576)),
+      methodP95Ms: Math.max(0, ...ready.map((w) => w.load.methodP95Ms)),
     };
   }
 
@@ -114,6 +118,7 @@ export class Primary {
   health(): HealthReport & { workers: number } {
     return {
       status: this.draining ? 'draining' : 'ok',
+      role: this.options.role ?? 'all',
       sessions: this.load().sessions,
       uptimeSeconds: Math.round(process.uptime()),
       workers: this.pool.ready.length,

@@ -126,7 +126,7 @@ export class WorkerPool {
       process: child,
       httpPort: undefined,
       publicDir: undefined,
-      load: { sessions: 0, lagMs: 0, cpuPercent: 0 },
+      load: { sessions: 0, lagMs: 0, cpuPercent: 0, memoryMb: 0, methodP95Ms: 0 },
       pending: 0,
       send: (message, socket) => {
         if (!child.connected) {
@@ -147,7 +147,7 @@ export class WorkerPool {
           this.options.log.info('worker ready', { worker: id, pid: child.pid });
           resolve();
         } else if (message.type === 'load') {
-          worker.load = { sessions: message.sessions, lagMs: message.lagMs, cpuPercent: message.cpuPercent };
+          worker.load = { sessions: message.sessions, lagMs: message.lagMs, cpuPercent: message.cpuPercent, memoryMb: message.memoryMb, methodP95Ms: message.methodP95Ms };
           worker.pending = 0;
         }
         this.options.onMessage(worker, message);

@@ -2,7 +2,7 @@
  * The application server: methods, publications, and the HTTP server that
  * carries DDP (WebSocket and SockJS) next to static files and a health check.
  */
-import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { AUTOUPDATE } from '../ddp/autoupdate.js';
@@ -11,6 +11,7 @@ import { createLogger, type Logger } from '../log.js';
 import type { ConnectionRouter } from './connection-router.js';
 import { FrontDoor } from './front-door.js';
 import { TransportEndpoint } from '../transport/endpoint.js';
+import { Jobs } from '../jobs/jobs.js';
 import { pathOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import type { CompressionOptions } from '../transport/frames.js';
@@ -47,8 +48,17 @@ export interface ServerOptions {
    * reload or resubscribe when it changes (Meteor's hot code push).
    */
   clientVersion?: string;
+  /**
+   * What this process does: `all` (default) serves clients and may run jobs,
+   * `web` serves clients and never runs jobs, `jobs` runs jobs and serves no
+   * DDP client (its DDP paths answer 503; /health and /perseid/stats stay).
+   */
+  role?: ServerRole;
   logger?: Logger;
 }
+
+export type ServerRole = 'web' | 'jobs' | 'all';
+export const SERVER_ROLES: readonly ServerRole[] = ['web', 'jobs', 'all'];
 
 const DRAINING = defineCloseReason('SERVER_DRAINING', 1001, 'Server draining');
 const SHUTTING_DOWN = defineCloseReason('SERVER_SHUTTING_DOWN', 1001, 'Server shutting down');
@@ -59,6 +69,9 @@ export class PerseidServer implements SessionServer {
   readonly httpServer: HttpServer;
   readonly settings: SessionSettings;
   readonly log: Logger;
+  readonly role: ServerRole;
+  /** Scheduled and queued jobs: defined in every process, run where the role includes jobs (see `jobs.start`). */
+  readonly jobs = new Jobs();
   private readonly methodHandlers = new Map<string, MethodHandler>();
   private readonly publications = new Map<string, PublishHandler>();
   private readonly universal: PublishHandler[] = [];
@@ -78,6 +91,8 @@ export class PerseidServer implements SessionServer {
 
   constructor(options: ServerOptions = {}) {
     this.log = options.logger ?? createLogger('server');
+    this.role = options.role ?? 'all';
+    if (!SERVER_ROLES.includes(this.role)) throw new Error(`role must be one of ${SERVER_ROLES.join(', ')} (got ${String(options.role)})`);
     this.door = new FrontDoor(this.log);
     const maxMessageSize = options.maxMessageSize ?? 1024 * 1024;
     this.settings = {
@@ -110,10 +125,14 @@ export class PerseidServer implements SessionServer {
     });
     this.httpServer = createHttpServer((req, res) => {
       res.setHeader('server', 'perseid');
-      if (this.door.routing && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.door.sockjsBaseUrl());
+      if (this.role === 'jobs' && isDdpPath(pathOf(req.url))) refuseClients(res);
+      else if (this.door.routing && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.door.sockjsBaseUrl());
       else if (!this.transport.handleRequest(req, res)) this.routes.handle(req, res);
     });
-    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.serveUpgrade(req, socket, head)));
+    this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
+      if (this.role === 'jobs') socket.end(`HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${JOBS_ONLY}\n`);
+      else this.door.upgrade(req, socket, head, () => this.serveUpgrade(req, socket, head));
+    });
     this.httpServer.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();
@@ -263,7 +282,7 @@ export class PerseidServer implements SessionServer {
   }
 
   health(): HealthReport {
-    return { status: this.draining ? 'draining' : 'ok', sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+    return { status: this.draining ? 'draining' : 'ok', role: this.role, sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
   }
 
   // ---- SessionServer ----
@@ -325,6 +344,18 @@ export class PerseidServer implements SessionServer {
       if (this.sockets.size === 0) this.lastGone?.();
     });
   }
+}
+
+const JOBS_ONLY = 'This Perseid process runs jobs only (role jobs) and serves no DDP clients: connect to a web process.';
+
+/** `/websocket` and `/sockjs/...`: where a jobs-only process turns clients away. */
+function isDdpPath(path: string): boolean {
+  return path === '/websocket' || path === '/websocket/' || path === '/sockjs' || path.startsWith('/sockjs/');
+}
+
+function refuseClients(res: ServerResponse): void {
+  res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(`${JOBS_ONLY}\n`);
 }
 
 export function createServer(options: ServerOptions = {}): PerseidServer {

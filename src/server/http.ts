@@ -11,6 +11,8 @@ import { pathOf } from '../transport/paths.js';
 
 export interface HealthReport {
   status: 'ok' | 'draining';
+  /** `web`, `jobs` or `all` (see ServerOptions.role). */
+  role: string;
   sessions: number;
   uptimeSeconds: number;
 }

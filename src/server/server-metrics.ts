@@ -1,4 +1,5 @@
 /** What the server layer counts: sockets, sessions, messages, method calls and subscriptions. */
+import { RecentTimes } from '../metrics/recent-times.js';
 import { metrics } from '../metrics/registry.js';
 
 export const sessionMetrics = {
@@ -9,3 +10,6 @@ export const sessionMetrics = {
   methods: metrics.counter('perseid_method_calls_total', 'Method calls received'),
   subscriptions: metrics.counter('perseid_subscriptions_total', 'Subscriptions started'),
 };
+
+/** How long methods took (from the call to the result), for the p95 a server announces to discovery. */
+export const methodTimes = new RecentTimes();

@@ -25,7 +25,7 @@ import type { DispatchEvent } from './dispatch-hooks.js';
 import { Heartbeat } from './heartbeat.js';
 import { MergeBox, type PublicationStrategy } from './merge-box.js';
 import { MethodInvocation, type MethodHandler } from './method-invocation.js';
-import { sessionMetrics } from './server-metrics.js';
+import { methodTimes, sessionMetrics } from './server-metrics.js';
 import { Subscription, type PublishHandler, type SubscriptionHost } from './subscription.js';
 
 export interface SessionSettings {
@@ -268,6 +268,7 @@ export class Session implements SubscriptionHost {
       return;
     }
     const fence = new WriteFence();
+    const started = performance.now();
     const randomStream = message.randomSeed === undefined ? undefined : new RandomStream(message.randomSeed);
     const invocation = new MethodInvocation(message.method, this.connection, this, unblock, message.randomSeed, randomStream);
     let reply: ServerMessage;
@@ -284,6 +285,7 @@ export class Session implements SubscriptionHost {
       }
       reply = { msg: 'result', id: message.id, error: clientError.toJSON() };
     }
+    methodTimes.record(performance.now() - started);
     this.send(reply);
     fence.arm(() => this.send({ msg: 'updated', methods: [message.id] }));
   }

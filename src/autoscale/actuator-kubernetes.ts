@@ -1,0 +1,95 @@
+/**
+ * An actuator that scales a Kubernetes Deployment through the official
+ * client (`@kubernetes/client-node`, loaded only when this actuator is used:
+ * `npm install @kubernetes/client-node` where it is). Choose it when Perseid
+ * runs in Kubernetes and you want this autoscaler's policy; to let the HPA or
+ * KEDA decide instead, scale on the metrics `perseid autoscale` exports
+ * (deploy/kubernetes/). Credentials: in a pod, its service account (it needs
+ * get and patch on deployments/scale and deployments, and patch on pods);
+ * elsewhere, KUBECONFIG or ~/.kube/config.
+ *
+ * Going down, it first marks the least loaded pods (by the host name each
+ * server announces, which is its pod's name) with a low
+ * `controller.kubernetes.io/pod-deletion-cost`, so the ReplicaSet removes
+ * those; each drains on the SIGTERM Kubernetes sends (the manifests' preStop
+ * and terminationGracePeriodSeconds leave it the time).
+ */
+import type * as K8s from '@kubernetes/client-node';
+import type { ServerEntry } from '../cluster/discovery-store.js';
+import type { Logger } from '../log.js';
+import { leastLoaded, type Actuator } from './actuator.js';
+
+/** Only the types are imported here: the module itself loads when the actuator is first used. */
+type Client = typeof K8s;
+
+export interface KubernetesActuatorOptions {
+  deployment: string;
+  /** Default: the namespace of the kubeconfig's current context, else `default`. */
+  namespace?: string;
+  log: Logger;
+}
+
+export const DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
+
+async function loadClient(): Promise<Client> {
+  try {
+    return await import('@kubernetes/client-node');
+  } catch {
+    throw new Error('the Kubernetes actuator needs @kubernetes/client-node 1.x: run `npm install @kubernetes/client-node@1` beside perseid');
+  }
+}
+
+export class KubernetesActuator implements Actuator {
+  readonly name = 'kubernetes';
+  private api: Promise<{ k8s: Client; apps: InstanceType<Client['AppsV1Api']>; core: InstanceType<Client['CoreV1Api']>; namespace: string }> | undefined;
+
+  constructor(private readonly options: KubernetesActuatorOptions) {}
+
+  async current(_servers?: readonly ServerEntry[]): Promise<number> {
+    const { apps, namespace } = await this.connect();
+    const scale = await apps.readNamespacedDeploymentScale({ name: this.options.deployment, namespace });
+    return scale.spec?.replicas ?? 0;
+  }
+
+  async settling(_servers?: readonly ServerEntry[]): Promise<string | undefined> {
+    const { apps, namespace } = await this.connect();
+    const deployment = await apps.readNamespacedDeployment({ name: this.options.deployment, namespace });
+    const wanted = deployment.spec?.replicas ?? 0;
+    const status = deployment.status ?? {};
+    const ready = status.readyReplicas ?? 0;
+    const total = status.replicas ?? 0;
+    if (ready === wanted && total === wanted) return undefined;
+    return `deployment ${this.options.deployment}: ${ready} of ${wanted} pods ready, ${total} running`;
+  }
+
+  async scaleTo(n: number, servers: readonly ServerEntry[]): Promise<void> {
+    if (!Number.isInteger(n) || n < 0) throw new Error(`cannot scale to ${n}`);
+    const { k8s, apps, core, namespace } = await this.connect();
+    const from = await this.current();
+    const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+    if (n < from) {
+      // The pods to remove first: the least loaded. A pod that cannot be marked is left to the ReplicaSet's own choice.
+      const leaving = leastLoaded(servers, from - n, (s) => typeof s.host === 'string' && s.host !== '');
+      for (const [i, server] of leaving.entries()) {
+        try {
+          await core.patchNamespacedPod({ name: server.host!, namespace, body: { metadata: { annotations: { [DELETION_COST]: String(-1000 + i) } } } }, merge);
+        } catch (error) {
+          this.options.log.warn('could not mark a pod for removal', { pod: server.host, error: (error as Error).message });
+        }
+      }
+    }
+    await apps.patchNamespacedDeploymentScale({ name: this.options.deployment, namespace, body: { spec: { replicas: n } } }, merge);
+    this.options.log.info('scaled the deployment', { deployment: this.options.deployment, namespace, from, to: n });
+  }
+
+  async close(): Promise<void> {}
+
+  private connect(): NonNullable<KubernetesActuator['api']> {
+    return (this.api ??= loadClient().then((k8s) => {
+      const config = new k8s.KubeConfig();
+      config.loadFromDefault();
+      const namespace = this.options.namespace ?? config.getContextObject(config.getCurrentContext())?.namespace ?? 'default';
+      return { k8s, apps: config.makeApiClient(k8s.AppsV1Api), core: config.makeApiClient(k8s.CoreV1Api), namespace };
+    }));
+  }
+}

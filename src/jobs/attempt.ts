@@ -1,0 +1,140 @@
+/**
+ * One attempt of one claimed run: the no-overlap lock when the job wants one,
+ * the job's function with its timeout and abort signal, then the fenced write
+ * of the outcome (succeeded, failed, or queued again for a retry with
+ * backoff). A runner whose lease was taken over meanwhile is refused at that
+ * write, and says so.
+ */
+import type { LeaseFactory } from '../coordination/lease.js';
+import type { Logger } from '../log.js';
+import type { JobDefinition } from './definitions.js';
+import { timedOut } from './errors.js';
+import type { Claimed, RunHistory } from './history.js';
+import { jobsMetrics, recordFinished } from './jobs-metrics.js';
+
+export interface JobContext {
+  /** The job's name. */
+  readonly name: string;
+  /** The run's id in the history (`name@due time` for a scheduled run). */
+  readonly runId: string;
+  /** For a scheduled run, the due time it was made for. */
+  readonly scheduledAt: Date | undefined;
+  /** 1 for the first attempt, 2 for the first retry, ... */
+  readonly attempt: number;
+  /** This runner's fencing token: the run's outcome is recorded only while it is still the run's current token. */
+  readonly token: number;
+  /**
+   * Aborted when the run times out or this runner learns it lost its lease:
+   * stop working and return. A runner that stalls (a paused process) may learn
+   * it late, so make writes of your own idempotent, keyed by `runId`.
+   */
+  readonly signal: AbortSignal;
+}
+
+export type JobFunction = (data: unknown, context: JobContext) => unknown;
+
+export interface AttemptDeps {
+  history: RunHistory;
+  leases: LeaseFactory;
+  leaseTtlMs: number;
+  log: Logger;
+  /** Aborts every attempt claimed under a runner name when that runner's lease is lost. */
+  register(holder: string, controller: AbortController): () => void;
+}
+
+/** Why an attempt's signal was aborted, when it was not the job's own doing. */
+class Abort extends Error {}
+
+function abortedBy(signal: AbortSignal): Promise<never> {
+  return new Promise((_resolve, reject) => {
+    if (signal.aborted) reject(signal.reason as Error);
+    else signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+  });
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+}
+
+/** Runs `claimed` to its end; never throws (every outcome goes to the history and the log). */
+export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: AttemptDeps): Promise<void> {
+  const { run } = claimed;
+  const { history, log } = deps;
+  const startedAt = new Date();
+  // A no-overlap job runs one run at a time across every process: its lock is a lease named after the job,
+  // held by this attempt (not this process, which may be running another run of the job).
+  const lock = job.overlap ? undefined : deps.leases({ name: `job:${job.name}`, holder: `${claimed.runner}/${run._id}`, ttlMs: deps.leaseTtlMs });
+  if (lock && (await lock.acquire()) === undefined) {
+    if (run.kind === 'scheduled') {
+      jobsMetrics.skipped.inc();
+      log.info('run skipped: the previous run of this job is still running', { job: job.name, run: run._id });
+      await history.finish(claimed, { status: 'skipped', startedAt, now: new Date(), error: 'the previous run of this job was still running' });
+    } else {
+      await history.unclaim(claimed, new Date(Date.now() + Math.min(1000, deps.leaseTtlMs)));
+    }
+    return;
+  }
+  const controller = new AbortController();
+  const unregister = deps.register(claimed.runner, controller);
+  const timeout = setTimeout(() => controller.abort(new Abort(timedOut(job.timeoutMs))), job.timeoutMs);
+  // The lock is renewed like any lease while the run lasts.
+  const renewLock = lock && setInterval(() => void lock.acquire().catch(() => undefined), Math.max(10, Math.floor(deps.leaseTtlMs / 3)));
+  jobsMetrics.started.inc();
+  jobsMetrics.running.inc();
+  let result: unknown;
+  let error: string | undefined;
+  try {
+    const context: JobContext = {
+      name: job.name,
+      runId: run._id,
+      scheduledAt: run.scheduledAt,
+      attempt: run.attempts,
+      token: claimed.token,
+      signal: controller.signal,
+    };
+    result = await Promise.race([Promise.resolve().then(() => job.fn(run.data, context)), abortedBy(controller.signal)]);
+  } catch (thrown) {
+    error = describeError(thrown);
+  } finally {
+    clearTimeout(timeout);
+    clearInterval(renewLock);
+    unregister();
+    jobsMetrics.running.dec();
+  }
+  const now = new Date();
+  let committed: boolean;
+  let status: 'succeeded' | 'failed' | 'retrying';
+  if (error === undefined) {
+    status = 'succeeded';
+    committed = await history.finish(claimed, { status, startedAt, now, result: storable(result) });
+  } else if (run.attempts < job.retries + 1) {
+    status = 'retrying';
+    const runAt = new Date(now.getTime() + job.retryDelayMs * 2 ** (run.attempts - 1));
+    committed = await history.retry(claimed, { startedAt, now, error, runAt });
+  } else {
+    status = 'failed';
+    committed = await history.finish(claimed, { status, startedAt, now, error });
+  }
+  await lock?.release().catch(() => undefined);
+  const durationMs = now.getTime() - startedAt.getTime();
+  if (!committed) {
+    jobsMetrics.refused.inc();
+    log.warn('result refused: this runner lost its lease and the run was taken over', { job: job.name, run: run._id, runner: claimed.runner, token: claimed.token });
+    return;
+  }
+  recordFinished({ job: job.name, run: run._id, status, attempt: run.attempts, durationMs, error, runner: claimed.runner, finishedAt: now });
+  if (status === 'succeeded') log.debug('run succeeded', { job: job.name, run: run._id, attempt: run.attempts, durationMs });
+  else log.warn(status === 'retrying' ? 'run failed; it will be retried' : 'run failed', { job: job.name, run: run._id, attempt: run.attempts, error });
+}
+
+/** What a history record can keep of a job's return value: plain data, not functions or class instances the store cannot hold. */
+function storable(value: unknown): unknown {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'object') return typeof value === 'function' || typeof value === 'symbol' ? undefined : value;
+  try {
+    return JSON.parse(JSON.stringify(value)) as unknown;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * A jobs process's lease on itself: `jobs-runner:<holder>`, held for as long
+ * as the process runs jobs and renewed every third of its time to live. Its
+ * fencing token goes into every run the process claims, and every write that
+ * ends a run is conditional on it. When the process dies or stalls past the
+ * time to live, another process takes this lease over (the token grows) and
+ * puts the runs back in the queue; a stalled process that wakes up finds its
+ * token changed, aborts what it was running, and is refused when it tries to
+ * record a result. It then starts over under a new name.
+ */
+import type { Lease, LeaseFactory } from '../coordination/lease.js';
+import type { Logger } from '../log.js';
+
+export const RUNNER_LEASE_PREFIX = 'jobs-runner:';
+
+export class RunnerLease {
+  private lease: Lease | undefined;
+  private current: { holder: string; token: number } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private incarnation = 0;
+  private renewing: Promise<void> = Promise.resolve();
+  /** When the lease was last confirmed ours (ms). */
+  private confirmedAt = 0;
+
+  constructor(
+    private readonly leases: LeaseFactory,
+    private readonly baseHolder: string,
+    readonly ttlMs: number,
+    private readonly log: Logger,
+    /** Called when the lease was lost: everything claimed under `holder` belongs to others now. */
+    private readonly onLost: (holder: string) => void,
+  ) {}
+
+  /** This process's runner name and token now, or undefined while it holds no lease. */
+  get held(): { holder: string; token: number } | undefined {
+    return this.current;
+  }
+
+  async start(): Promise<void> {
+    await this.take();
+    this.timer = setInterval(() => {
+      this.renewing = this.renew();
+    }, Math.max(10, Math.floor(this.ttlMs / 3)));
+    this.timer.unref();
+  }
+
+  /**
+   * The lease, confirmed recently enough to claim runs under it. After a
+   * stall (renewals overdue) it is checked first, so a process that wakes up
+   * does not claim runs under a token that was taken over while it slept.
+   */
+  async fresh(): Promise<{ holder: string; token: number } | undefined> {
+    if (this.current && Date.now() - this.confirmedAt <= this.ttlMs / 2) return this.current;
+    await this.renewing;
+    await (this.renewing = this.renew());
+    return this.current;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.renewing;
+    await this.lease?.release().catch(() => undefined);
+    this.current = undefined;
+  }
+
+  /** Lease name of a runner, for whoever checks whether it is alive. */
+  static nameOf(holder: string): string {
+    return `${RUNNER_LEASE_PREFIX}${holder}`;
+  }
+
+  private async take(): Promise<void> {
+    const holder = this.incarnation === 0 ? this.baseHolder : `${this.baseHolder}.${this.incarnation}`;
+    const lease = this.leases({ name: RunnerLease.nameOf(holder), holder, ttlMs: this.ttlMs });
+    const token = await lease.acquire();
+    if (token === undefined) {
+      // Our own name is held: a previous incarnation was taken over and the taker still holds it. Use the next name.
+      this.incarnation++;
+      return this.take();
+    }
+    this.lease = lease;
+    this.current = { holder, token };
+    this.confirmedAt = Date.now();
+  }
+
+  private async renew(): Promise<void> {
+    if (!this.lease) return;
+    const before = this.current;
+    let token: number | undefined;
+    try {
+      token = await this.lease.acquire();
+    } catch (error) {
+      // The lease store is unreachable: keep going until the time to live says otherwise.
+      this.log.warn('could not renew the runner lease', { error: (error as Error).message });
+      return;
+    }
+    if (before && token === before.token) {
+      this.confirmedAt = Date.now();
+      return;
+    }
+    // Taken over while we stalled (or renewed into a new token after a takeover): give up what we had.
+    if (before) {
+      this.log.warn('the runner lease was taken over; runs claimed under it are retried elsewhere', { holder: before.holder });
+      this.current = undefined;
+      this.onLost(before.holder);
+    }
+    await this.lease.release().catch(() => undefined);
+    this.incarnation++;
+    await this.take().catch((error: Error) => this.log.warn('could not take a new runner lease', { error: error.message }));
+  }
+}

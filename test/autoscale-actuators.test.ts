@@ -1,0 +1,176 @@
+/**
+ * The shared actuator suite (test/suites/actuator.ts) against each actuator:
+ * memory (dry run), a real shell command, real local Perseid processes (on
+ * mongo-java-server), and the official Kubernetes client against a fake API
+ * server on loopback; then what each does beyond the suite.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { CommandActuator } from '../src/autoscale/actuator-command.js';
+import { DELETION_COST, KubernetesActuator } from '../src/autoscale/actuator-kubernetes.js';
+import { LocalActuator } from '../src/autoscale/actuator-local.js';
+import { MemoryActuator } from '../src/autoscale/actuator-memory.js';
+import { createLogger, setLogLevel } from '../src/log.js';
+import { serviceUrl } from '../scripts/services/control.js';
+import { freshDatabase, HOW_TO_START } from './databases.js';
+import { FakeKubernetes } from './fake-kubernetes.js';
+import { actuatorSuite, entry } from './suites/actuator.js';
+
+setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+const log = createLogger('test');
+/** Sessions per server by position: the least loaded are not simply the first or the last. */
+const LOADS = [40, 5, 30, 12, 50, 3, 20, 8];
+
+describe('memory actuator', () => {
+  actuatorSuite(async () => {
+    const actuator = new MemoryActuator(2);
+    return {
+      actuator,
+      initial: 2,
+      servers: async () => Array.from({ length: await actuator.current([]) }, (_, i) => entry(`s${i}`, LOADS[i]!)),
+      drained: async () => actuator.drained,
+      close: async () => undefined,
+    };
+  });
+});
+
+describe('command actuator', () => {
+  const setup = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-scale-'));
+    const file = join(dir, 'count');
+    const count = () => (existsSync(file) ? Number(readFileSync(file, 'utf8')) : 2);
+    return { dir, file, count };
+  };
+
+  actuatorSuite(async () => {
+    const { dir, file, count } = setup();
+    const actuator = new CommandActuator({ template: `printf '%s' {n} > '${file}'`, log });
+    return {
+      actuator,
+      initial: 2,
+      servers: async () => Array.from({ length: count() }, (_, i) => entry(`s${i}`, LOADS[i]!)),
+      close: async () => rmSync(dir, { recursive: true, force: true }),
+    };
+  });
+
+  it('runs the command with the count, and rejects with its output when it fails', async () => {
+    const { dir, file } = setup();
+    try {
+      await new CommandActuator({ template: `printf '%s %s' {n} "$PERSEID_SCALE_TO" > '${file}'`, log }).scaleTo(4, []);
+      assert.equal(readFileSync(file, 'utf8'), '4 4');
+      const failing = new CommandActuator({ template: 'echo "no such service" >&2; exit 3 # {n}', log });
+      await assert.rejects(failing.scaleTo(2, []), /the scale command exited with 3: no such service/);
+      assert.equal(await failing.current([entry('a', 1)]), 1, 'a failed command changed the count');
+      assert.throws(() => new CommandActuator({ template: 'scale it', log }), /must contain \{n\}/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+const mongo = await serviceUrl('mongo-java-server');
+if (!mongo) console.log(`# SKIPPED the local actuator: mongo-java-server is not running (local servers form a cluster on MongoDB); ${HOW_TO_START}`);
+describe('local actuator', { skip: mongo ? false : 'mongo-java-server is not running' }, () => {
+  actuatorSuite(async () => {
+    const database = freshDatabase(mongo!);
+    const actuator = new LocalActuator({
+      app: 'dist/test/fixtures/cluster-app.js',
+      args: ['--drain-ms', '200', '--discovery-interval-ms', '200', '--log-level', 'warn'],
+      env: { MONGO_URL: database.url, REDIS_URL: '' },
+      log,
+    });
+    const seen = new Set<string>();
+    return {
+      actuator,
+      initial: 0,
+      servers: async () =>
+        actuator.urls.map((url, i) => {
+          seen.add(url);
+          return entry(url, LOADS[i]!, { url });
+        }),
+      drained: async () => [...seen].filter((url) => !actuator.urls.includes(url)),
+      close: async () => {
+        await actuator.close();
+        await database.drop();
+      },
+    };
+  });
+
+  it('runs real servers, and a drained one is gone', async () => {
+    const database = freshDatabase(mongo!);
+    const actuator = new LocalActuator({ app: 'dist/test/fixtures/cluster-app.js', args: ['--drain-ms', '100', '--log-level', 'warn'], env: { MONGO_URL: database.url, REDIS_URL: '' }, log });
+    try {
+      await actuator.scaleTo(2, []);
+      for (const url of actuator.urls) assert.equal((await fetch(`${url}/health`)).status, 200);
+      const [leaving] = actuator.urls;
+      await actuator.scaleTo(1, actuator.urls.map((url, i) => entry(url, i === 0 ? 0 : 9, { url })));
+      assert.deepEqual(actuator.urls.includes(leaving!), false);
+      let gone = false;
+      for (let i = 0; i < 200 && !gone; i++) {
+        gone = await fetch(`${leaving}/health`).then(() => false, () => true);
+        if (!gone) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(gone, 'the drained server still answers');
+    } finally {
+      await actuator.close();
+      await database.drop();
+    }
+  });
+});
+
+describe('kubernetes actuator (official client, fake API server)', () => {
+  const backend = async () => {
+    const api = await new FakeKubernetes().start();
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-kube-'));
+    process.env.KUBECONFIG = api.kubeconfig(dir, 'perseid-test');
+    api.deployments.set('perseid-test/web', { replicas: 2 });
+    for (let i = 0; i < 8; i++) api.pods.set(`perseid-test/pod-${i}`, { annotations: {} });
+    const actuator = new KubernetesActuator({ deployment: 'web', log });
+    return {
+      api,
+      actuator,
+      close: async () => {
+        await api.close();
+        rmSync(dir, { recursive: true, force: true });
+        delete process.env.KUBECONFIG;
+      },
+    };
+  };
+
+  actuatorSuite(async () => {
+    const { api, actuator, close } = await backend();
+    return {
+      actuator,
+      initial: 2,
+      servers: async () => Array.from({ length: api.deployments.get('perseid-test/web')!.replicas }, (_, i) => entry(`pod-${i}`, LOADS[i]!, { host: `pod-${i}` })),
+      drained: async () => [...api.pods].filter(([, pod]) => pod.annotations[DELETION_COST] !== undefined).map(([name]) => name.split('/')[1]!),
+      close,
+    };
+  });
+
+  it('speaks the API as the client does: bearer token, merge patches, the scale subresource; reports a rollout under way', async () => {
+    const { api, actuator, close } = await backend();
+    try {
+      await actuator.scaleTo(1, [entry('a', 9, { host: 'pod-0' }), entry('b', 2, { host: 'pod-1' })]);
+      const patches = api.requests.filter((r) => r.method === 'PATCH');
+      assert.deepEqual(
+        patches.map((r) => [r.path, r.contentType]),
+        [
+          ['/api/v1/namespaces/perseid-test/pods/pod-1', 'application/merge-patch+json'],
+          ['/apis/apps/v1/namespaces/perseid-test/deployments/web/scale', 'application/merge-patch+json'],
+        ],
+      );
+      assert.deepEqual(patches[1]!.body, { spec: { replicas: 1 } });
+      assert.equal(api.pods.get('perseid-test/pod-1')!.annotations[DELETION_COST], '-1000');
+      api.deployments.get('perseid-test/web')!.ready = 0;
+      assert.match((await actuator.settling([]))!, /0 of 1 pods ready/);
+      const missing = new KubernetesActuator({ deployment: 'nope', log });
+      await assert.rejects(missing.current([]), /404|not found/i);
+    } finally {
+      await close();
+    }
+  });
+});

@@ -1,0 +1,172 @@
+/**
+ * The autoscaler end to end, as real processes on loopback with Redis and
+ * mongo-java-server: one balancing server as the front door, `perseid
+ * autoscale --local` adding and draining servers of the same app, and
+ * `perseid load` ramping users up through the front door. Servers are added
+ * and new clients spread to them; when the users leave, the added servers
+ * drain and are removed, and clients that were on them see a reconnect and
+ * nothing worse. The decisions are in the autoscaler's log, and its
+ * Prometheus endpoint exports the desired count and each server's load.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import SimpleDDP from 'simpleddp';
+import WebSocket from 'ws';
+import type { LoadReport } from '../src/load/report/model.js';
+import { serviceUrl } from '../scripts/services/control.js';
+import { freePort } from '../scripts/services/process.js';
+import { freshDatabase, HOW_TO_START } from './databases.js';
+import { CLI, eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
+
+const APP = 'dist/test/fixtures/cluster-app.js';
+const mongo = await serviceUrl('mongo-java-server');
+const redis = await serviceUrl('redis');
+const missing = [!mongo && 'mongo-java-server', !redis && 'redis'].filter(Boolean);
+if (missing.length) console.log(`# SKIPPED the autoscaler suite: ${missing.join(' and ')} not running; ${HOW_TO_START}`);
+
+interface Stats {
+  cluster?: { servers: Array<{ url: string; sessions: number; cpuPercent: number }> };
+}
+
+/** A client that stays and keeps calling, waiting out reconnects; it records what it saw. */
+class Stayer {
+  readonly pids: number[] = [];
+  readonly errors: string[] = [];
+  disconnects = 0;
+  private stopped = false;
+  private loop: Promise<void> | undefined;
+  constructor(readonly ddp: SimpleDDP) {
+    ddp.on('disconnected', () => void this.disconnects++);
+  }
+  start(): void {
+    this.loop = (async () => {
+      while (!this.stopped) {
+        if (this.ddp.connected) {
+          try {
+            const { pid } = await this.ddp.call<{ pid: number }>('whoami');
+            if (this.pids.at(-1) !== pid) this.pids.push(pid);
+          } catch (error) {
+            this.errors.push(String((error as Error).message ?? error));
+          }
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+  }
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop;
+    await this.ddp.disconnect().catch(() => undefined);
+  }
+}
+
+describe('perseid autoscale --local, with perseid load', { skip: missing.length > 0 }, () => {
+  let database: ReturnType<typeof freshDatabase>;
+  let front: PerseidProcess;
+  let autoscaleLog = '';
+  let autoscale: ReturnType<typeof spawn>;
+  let metricsPort: number;
+  const dir = mkdtempSync(join(tmpdir(), 'perseid-autoscale-'));
+  const env = () => ({ ...process.env, MONGO_URL: database.url, REDIS_URL: redis!, PERSEID_LOG_LEVEL: 'warn' });
+
+  before(async () => {
+    database = freshDatabase(mongo!);
+    const port = await freePort();
+    front = await startPerseid(APP, ['--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--balancer', '--discovery-interval-ms', '200'], {
+      MONGO_URL: database.url,
+      REDIS_URL: redis!,
+    });
+    metricsPort = await freePort();
+    autoscale = spawn(
+      process.execPath,
+      [
+        CLI, 'autoscale', '--local', APP,
+        '--local-arg=--discovery-interval-ms=200', '--local-arg=--drain-ms=1500',
+        '--min', '1', '--max', '3', '--rule', 'sessions:6:3',
+        '--hold-s', '1', '--window-s', '10', '--interval-s', '0.5', '--min-samples', '2', '--up-cooldown-s', '3', '--down-cooldown-s', '3',
+        '--discovery-interval-ms', '200', '--metrics-port', String(metricsPort), '--log-level', 'info',
+      ],
+      { env: env(), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    autoscale.stdout!.on('data', (chunk: Buffer) => void (autoscaleLog += chunk.toString()));
+    autoscale.stderr!.on('data', (chunk: Buffer) => void (autoscaleLog += chunk.toString()));
+  });
+  after(async () => {
+    if (autoscale && autoscale.exitCode === null) {
+      autoscale.kill('SIGTERM');
+      await exited(autoscale);
+    }
+    await front?.stop();
+    await database?.drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const servers = async () => ((await (await fetch(`${front.url}/perseid/stats`)).json()) as Stats).cluster?.servers ?? [];
+
+  it('adds servers as users arrive, spreads new clients to them, drains them when the users leave without errors, and exports it all', async () => {
+    await eventually(() => /hold at 1 \(/.test(autoscaleLog), 'the autoscaler to see the front server', 45000);
+    const until = Date.now() + 32_000;
+    const reportFile = join(dir, 'load.json');
+    const load = spawn(
+      process.execPath,
+      [CLI, 'load', 'dist/test/fixtures/hold-scenario.js', '--url', front.url, '--phase', '24:2', '--param', `until=${until}`, '--timeout-ms', '20000', '--grace', '30', '--json', reportFile],
+      { env: env(), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let loadLog = '';
+    load.stdout!.on('data', (c: Buffer) => void (loadLog += c.toString()));
+    load.stderr!.on('data', (c: Buffer) => void (loadLog += c.toString()));
+
+    // Once the cluster has grown, clients that will stay: the front door passes them to the less loaded servers
+    // (not to one still busy starting up, which the balancer rightly counts as loaded).
+    await eventually(async () => {
+      const added = (await servers()).filter((s) => s.url !== front.url);
+      return added.length >= 1 && added.every((s) => s.cpuPercent < 50);
+    }, 'a second server, started and idle', 30000);
+    const stayers = await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        const ddp = new SimpleDDP({ endpoint: `${front.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, reconnectInterval: 200 });
+        await ddp.connect();
+        await ddp.subscribe('items').ready();
+        const stayer = new Stayer(ddp);
+        stayer.start();
+        return stayer;
+      }),
+    );
+    try {
+      assert.equal(await exited(load), 0, `perseid load failed:\n${loadLog}`);
+      const report = JSON.parse(readFileSync(reportFile, 'utf8')) as LoadReport;
+      assert.deepEqual(report.errors, {}, `load users saw errors:\n${loadLog}`);
+      const servedBy = Object.keys(report.counts).filter((k) => k.startsWith('served by '));
+      assert.ok(servedBy.length >= 2, `all load users were served by one process: ${JSON.stringify(report.counts)}`);
+
+      // The users left: the added servers drain and go, down to the minimum (the front server was not started by the autoscaler).
+      await eventually(async () => (await servers()).length === 1, 'the cluster to shrink back to one server', 40000);
+      // The drained servers close their connections over --drain-ms; every staying client reconnects to the one left.
+      await eventually(() => stayers.every((s) => s.pids.at(-1) === front.child.pid), 'every staying client to be served by the remaining server', 15000);
+      const moved = stayers.filter((s) => s.pids.length > 1);
+      assert.ok(moved.length >= 1, `no staying client was on a drained server: ${JSON.stringify(stayers.map((s) => s.pids))}`);
+      for (const s of stayers) {
+        assert.deepEqual(s.errors, [], 'a staying client saw an error');
+      }
+      for (const s of moved) assert.ok(s.disconnects >= 1);
+    } finally {
+      await Promise.all(stayers.map((s) => s.stop()));
+    }
+    assert.match(autoscaleLog, /scale up to 2 \(sessions [\d.]+ per server > 6 for 1 s\)/);
+    assert.match(autoscaleLog, /scale down to \d \(every rule under its lower threshold/);
+    assert.match(autoscaleLog, /draining a local server/);
+    assert.match(autoscaleLog, /servers \d\/\d {2}per server: sessions [\d.]+ {2}cpu [\d.]+% {2}lag [\d.]+ ms {2}memory \d+ MB {2}method p95 [\d.]+ ms/);
+
+    // What it exports for Prometheus, after those rounds.
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    assert.match(text, /^perseid_autoscale_desired_instances 1$/m);
+    assert.match(text, /^perseid_autoscale_changes_total\{direction="up"\} [1-9]/m);
+    assert.match(text, /^perseid_autoscale_changes_total\{direction="down"\} [1-9]/m);
+    assert.match(text, new RegExp(`^perseid_instance_sessions\\{instance="[^"]+",pod="[^"]*",url="${front.url}"\\} \\d+$`, 'm'));
+    assert.match(text, /^# TYPE perseid_instance_method_p95_ms gauge$/m);
+  });
+});

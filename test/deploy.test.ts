@@ -1,0 +1,183 @@
+/**
+ * deploy/ as far as this machine can check it (no Docker engine, no
+ * Kubernetes): the Dockerfile through hadolint, the Compose file through
+ * compose-go (Docker Compose's own loader), the Compose HAProxy config
+ * through `haproxy -c`, the Kubernetes manifests through kubernetes-validate
+ * (the API's schemas, strict), the Prometheus config through promtool; then
+ * what the files must say for Perseid (readiness on /health, a drain before
+ * stop, non-root, metrics that exist). Each tool, shown a broken file, must
+ * fail, so a pass means something. Tools come from
+ * scripts/deploy-tools/install.sh (run by .ci/run); a missing one skips its
+ * test and says how to get it.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { parseAllDocuments, parse } from 'yaml';
+import { AutoscaleMetrics } from '../src/autoscale/autoscale-metrics.js';
+
+const TOOLS = process.env.PERSEID_DEPLOY_TOOLS ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'perseid', 'deploy-tools');
+const INSTALL = 'run `bash scripts/deploy-tools/install.sh` (or .ci/run)';
+const K8S_VERSION = '1.33.0';
+
+function onPath(name: string): string | undefined {
+  for (const dir of [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/bin']) if (dir && existsSync(join(dir, name))) return join(dir, name);
+  return undefined;
+}
+
+const tools = {
+  hadolint: join(TOOLS, 'venv', 'bin', 'hadolint'),
+  kubernetesValidate: join(TOOLS, 'venv', 'bin', 'kubernetes-validate'),
+  composeCheck: join(TOOLS, 'bin', 'compose-check'),
+  haproxy: onPath('haproxy'),
+  promtool: onPath('promtool'),
+};
+const skipUnless = (path: string | undefined, what: string, how = INSTALL): string | false => {
+  if (path && existsSync(path)) return false;
+  console.log(`# SKIPPED ${what}: not installed; ${how}`);
+  return `${what} is not installed`;
+};
+
+function run(command: string, args: string[]): { status: number | null; output: string } {
+  const result = spawnSync(command, args, { encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  return { status: result.status, output: `${result.stdout}${result.stderr}` };
+}
+
+const scratch = mkdtempSync(join(tmpdir(), 'perseid-deploy-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+/** A copy of `text` with one change, to show a tool failing on it. */
+function broken(name: string, text: string, from: string | RegExp, to: string): string {
+  const changed = text.replace(from, to);
+  assert.notEqual(changed, text, `the broken copy of ${name} is not broken`);
+  const path = join(scratch, name);
+  writeFileSync(path, changed);
+  return path;
+}
+
+type Manifest = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec?: Record<string, unknown>; data?: Record<string, string> };
+const manifests: Array<Manifest & { file: string }> = readdirSync('deploy/kubernetes')
+  .filter((f) => f.endsWith('.yaml'))
+  .flatMap((file) => parseAllDocuments(readFileSync(join('deploy/kubernetes', file), 'utf8')).map((d) => ({ ...(d.toJSON() as Manifest), file })));
+const find = (kind: string, name: string) => {
+  const found = manifests.find((m) => m.kind === kind && m.metadata.name === name);
+  assert.ok(found, `no ${kind} ${name} in deploy/kubernetes`);
+  return found;
+};
+
+describe('deploy/Dockerfile', () => {
+  const text = readFileSync('deploy/Dockerfile', 'utf8');
+
+  it('passes hadolint with no finding, and hadolint fails a bad one', { skip: skipUnless(tools.hadolint, 'hadolint') }, () => {
+    const ok = run(tools.hadolint, ['deploy/Dockerfile']);
+    assert.equal(ok.status, 0, ok.output);
+    const bad = run(tools.hadolint, [broken('Dockerfile', text, 'FROM node:22-bookworm-slim AS build', 'FROM node:latest AS build')]);
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.output, /DL3007/);
+  });
+
+  it('builds in one stage and runs in another, as a non-root user, checking /health, running what the build made', () => {
+    const stages = text.match(/^FROM /gm) ?? [];
+    assert.ok(stages.length >= 2, 'not multi-stage');
+    const final = text.slice(text.lastIndexOf('\nFROM '));
+    assert.match(final, /^USER (?!0\b|root\b)\S+/m);
+    assert.doesNotMatch(final, /npm ci|npm install|tsc/, 'the running image builds');
+    assert.match(final, /^HEALTHCHECK .*\n?.*\/health/m);
+    const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(final)![1]!) as string[];
+    assert.deepEqual(cmd.slice(0, 3), ['node', 'dist/src/cli/main.js', 'start']);
+    for (const path of cmd.filter((a) => a.startsWith('dist/'))) assert.ok(existsSync(path), `the image runs ${path}, which the build does not make`);
+  });
+});
+
+describe('deploy/compose.yaml', () => {
+  const text = readFileSync('deploy/compose.yaml', 'utf8');
+  const compose = parse(text) as { services: Record<string, { deploy?: { replicas?: number }; environment?: Record<string, string>; volumes?: string[]; profiles?: string[] }> };
+
+  it('loads in compose-go (Docker Compose\'s own loader), which refuses a broken one', { skip: skipUnless(tools.composeCheck, 'compose-check') }, () => {
+    const ok = run(tools.composeCheck, ['-f', 'deploy/compose.yaml']);
+    assert.equal(ok.status, 0, ok.output);
+    assert.deepEqual(ok.output.trim().split('\n').sort(), ['autoscale', 'balancer', 'jobs', 'mongo', 'perseid', 'redis']);
+    const bad = run(tools.composeCheck, ['-f', broken('compose.yaml', text, 'condition: service_healthy', 'condition: when_ready')]);
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.output, /condition/);
+  });
+
+  it('runs several servers, a jobs process, Redis, MongoDB and the balancer, whose HAProxy config is valid', { skip: skipUnless(tools.haproxy, 'haproxy', 'apt-get install haproxy') }, () => {
+    assert.ok((compose.services.perseid!.deploy?.replicas ?? 1) >= 2, 'one Perseid server');
+    assert.equal(compose.services.perseid!.environment?.PERSEID_ROLE, 'web');
+    assert.equal(compose.services.jobs!.environment?.PERSEID_ROLE, 'jobs');
+    assert.ok(compose.services.mongo && compose.services.redis);
+    const mount = compose.services.balancer!.volumes!.find((v) => v.includes('haproxy.cfg'))!;
+    const config = join('deploy', mount.split(':')[0]!);
+    const ok = run(tools.haproxy!, ['-c', '-f', config]);
+    assert.equal(ok.status, 0, ok.output);
+    const bad = run(tools.haproxy!, ['-c', '-f', broken('haproxy.cfg', readFileSync(config, 'utf8'), 'balance leastconn', 'balance fewest')]);
+    assert.notEqual(bad.status, 0);
+  });
+});
+
+describe('deploy/kubernetes', () => {
+  it(`passes kubernetes-validate --strict against Kubernetes ${K8S_VERSION}, which refuses a broken manifest`, { skip: skipUnless(tools.kubernetesValidate, 'kubernetes-validate') }, () => {
+    const files = readdirSync('deploy/kubernetes').filter((f) => f.endsWith('.yaml')).map((f) => join('deploy/kubernetes', f));
+    const ok = run(tools.kubernetesValidate, ['--strict', '-k', K8S_VERSION, ...files]);
+    assert.equal(ok.status, 0, ok.output);
+    const passed = ok.output.match(/ passed for resource /g)?.length ?? 0;
+    // Every resource but KEDA's ScaledObject (a custom resource: checked below instead).
+    assert.equal(passed, manifests.filter((m) => m.apiVersion !== 'keda.sh/v1alpha1').length, ok.output);
+    const bad = run(tools.kubernetesValidate, ['--strict', '-k', K8S_VERSION, broken('perseid.yaml', readFileSync('deploy/kubernetes/perseid.yaml', 'utf8'), 'readinessProbe:', 'readinesProbe:')]);
+    assert.notEqual(bad.status, 0, bad.output);
+  });
+
+  it('gives the web Deployment readiness on /health, a drain before stop with time for it, and a non-root user', () => {
+    const web = find('Deployment', 'perseid-web');
+    const pod = (web.spec!.template as { spec: Record<string, unknown> }).spec as {
+      terminationGracePeriodSeconds: number;
+      securityContext: { runAsNonRoot: boolean };
+      containers: Array<{ readinessProbe: { httpGet: { path: string } }; lifecycle: { preStop: { exec: { command: string[] } } }; env: Array<{ name: string; value?: string }> }>;
+    };
+    const [container] = pod.containers;
+    assert.equal(container!.readinessProbe.httpGet.path, '/health');
+    assert.match(container!.lifecycle.preStop.exec.command.join(' '), /kill -TERM 1/);
+    const drainMs = Number(container!.env.find((e) => e.name === 'PERSEID_DRAIN_MS')!.value);
+    assert.ok(pod.terminationGracePeriodSeconds * 1000 > drainMs + 3000, 'the grace period is shorter than the drain');
+    assert.equal(pod.securityContext.runAsNonRoot, true);
+    assert.equal(container!.env.find((e) => e.name === 'PERSEID_ROLE')!.value, 'web');
+    const jobs = find('Deployment', 'perseid-jobs');
+    assert.match(JSON.stringify(jobs.spec), /"name":"PERSEID_ROLE","value":"jobs"/);
+    assert.deepEqual((find('Service', 'perseid').spec!.selector as Record<string, string>)['app.kubernetes.io/component'], 'web');
+    const budget = find('PodDisruptionBudget', 'perseid-web').spec as { maxUnavailable: number; selector: { matchLabels: Record<string, string> } };
+    assert.equal(budget.selector.matchLabels['app.kubernetes.io/component'], 'web');
+    assert.equal(budget.maxUnavailable, 1);
+  });
+
+  it('scales on metrics the autoscaler really exports: KEDA, the HPA, and Prometheus scraping it (promtool)', { skip: skipUnless(tools.promtool, 'promtool', 'apt-get install prometheus') }, async () => {
+    const exported = new Set((await new AutoscaleMetrics().registry.getMetricsAsJSON()).map((m) => m.name));
+    const keda = find('ScaledObject', 'perseid-web');
+    assert.equal((keda.spec!.scaleTargetRef as { name: string }).name, 'perseid-web');
+    const trigger = (keda.spec!.triggers as Array<{ type: string; metadata: { query: string; threshold: string; serverAddress: string } }>)[0]!;
+    assert.equal(trigger.type, 'prometheus');
+    assert.match(trigger.metadata.threshold, /^\d+$/);
+    assert.ok(exported.has(/\b(perseid_\w+)/.exec(trigger.metadata.query)![1]!), `KEDA queries ${trigger.metadata.query}`);
+    const hpa = find('HorizontalPodAutoscaler', 'perseid-web');
+    const metric = (hpa.spec!.metrics as Array<{ external: { metric: { name: string } } }>)[0]!.external.metric.name;
+    assert.ok(exported.has(metric), `the HPA reads ${metric}`);
+    const scrape = find('ConfigMap', 'prometheus-perseid').data!['prometheus.yml']!;
+    const file = join(scratch, 'prometheus.yml');
+    writeFileSync(file, scrape);
+    const ok = run(tools.promtool!, ['check', 'config', file]);
+    assert.equal(ok.status, 0, ok.output);
+    const bad = run(tools.promtool!, ['check', 'config', broken('prometheus-bad.yml', scrape, 'scrape_interval: 15s', 'scrape_interval: soon')]);
+    assert.notEqual(bad.status, 0);
+    assert.match(scrape, /perseid-autoscale\.perseid\.svc:9464/);
+    assert.equal((find('Service', 'perseid-autoscale').spec!.ports as Array<{ name: string }>)[0]!.name, 'metrics');
+  });
+
+  it('gives the autoscaler just the rights its Kubernetes actuator uses', () => {
+    const rules = (find('Role', 'perseid-autoscale') as unknown as { rules: Array<{ resources: string[]; verbs: string[] }> }).rules;
+    const can = (resource: string, verb: string) => rules.some((r) => r.resources.includes(resource) && r.verbs.includes(verb));
+    assert.ok(can('deployments/scale', 'get') && can('deployments/scale', 'patch') && can('deployments', 'get') && can('pods', 'patch'));
+    assert.ok(!rules.some((r) => r.verbs.includes('*') || r.verbs.includes('delete')), 'more rights than it needs');
+  });
+});
