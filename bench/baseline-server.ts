@@ -69,6 +69,10 @@ class Client implements Flushable {
     const frame = (m: EncodedMessage) => frameFor(m, 'plain', undefined);
     this.socket.write(messages.length === 1 ? frame(messages[0]!) : batches.join(messages, 'plain', frame));
   }
+
+  failed(): void {
+    this.ws.terminate();
+  }
 }
 
 const tasks = new Map<string, Task>();

@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Collection } from '../src/collections/collection.js';
 import { createWithSeeds } from '../src/ddp/random.js';
-import { fuzzMessages } from './fuzz-corpus.js';
+import { fuzzMessages } from '../scripts/fuzz/generate.js';
 import { RawPeer, startServer, type TestServer } from './helpers.js';
+import { SockjsPeer } from './processes.js';
 
 describe('bad input', () => {
   let t: TestServer;
@@ -23,7 +24,7 @@ describe('bad input', () => {
         });
         server.publish('all', () => items.find());
       },
-      { maxMessageSize: 1024 * 1024, maxFrameSize: 16 * 1024 * 1024 },
+      { maxMessageSize: 1024 * 1024 },
     );
   });
   after(() => t.close());
@@ -46,10 +47,21 @@ describe('bad input', () => {
     }
     peer.send({ msg: 'frobnicate', id: '1' });
     assert.deepEqual(await peer.next(), { msg: 'error', reason: 'Bad request', offendingMessage: { msg: 'frobnicate', id: '1' } });
-    peer.ws.send(Buffer.from([0x7b, 0x22, 0xff]), { binary: true });
-    assert.equal((await peer.next()).reason, 'Bad request');
+    peer.ws.send(Buffer.from('{"msg":"ping"}'), { binary: true });
+    assert.deepEqual(await peer.next(), { msg: 'error', reason: 'Binary frames are not DDP: send each message as a text frame' });
     const { result } = await peer.call('1', 'echo', [1]);
     assert.equal(result.result, 1);
+    peer.close();
+  });
+
+  it('echoes a refused message only when it is small', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'frobnicate', pad: 'x'.repeat(2000) });
+    assert.deepEqual(await peer.next(), { msg: 'error', reason: 'Bad request' });
+    peer.send({ msg: 'connect', version: '1', support: ['1'], pad: 'x'.repeat(2000) });
+    assert.deepEqual(await peer.next(), { msg: 'error', reason: 'Already connected' });
+    peer.send({ msg: 'connect', version: '1', support: ['1'] });
+    assert.deepEqual(await peer.next(), { msg: 'error', reason: 'Already connected', offendingMessage: { msg: 'connect', version: '1', support: ['1'] } });
     peer.close();
   });
 
@@ -62,24 +74,23 @@ describe('bad input', () => {
     peer.close();
   });
 
-  it('rejects a 10 MB message with an error and keeps the connection working', async () => {
+  it('closes a raw WebSocket that sends a message beyond the limit (1009), and only that one', async () => {
     const peer = await RawPeer.connected(t.wsUrl);
-    peer.send({ msg: 'method', id: 'big', method: 'size', params: ['x'.repeat(10 * 1024 * 1024)] });
-    const m = await peer.next();
-    assert.equal(m.msg, 'error');
-    assert.match(m.reason as string, /^Message too large \(\d+ bytes; the limit is 1048576\)$/);
     const { result } = await peer.call('small', 'size', ['x'.repeat(1000)]);
     assert.equal(result.result, 1000);
-    peer.close();
+    peer.send({ msg: 'method', id: 'big', method: 'size', params: ['x'.repeat(10 * 1024 * 1024)] });
+    assert.equal((await peer.waitClosed()).code, 1009);
     await bystanderWorks();
   });
 
-  it('closes a connection that sends a frame beyond the transport limit (1009), and only that one', async () => {
-    const peer = await RawPeer.connected(t.wsUrl);
-    peer.send('x'.repeat(17 * 1024 * 1024));
-    const closed = await peer.waitClosed();
-    assert.equal(closed.code, 1009);
-    await bystanderWorks();
+  it('answers a message beyond the limit in a SockJS frame with an error and keeps the connection working', async () => {
+    const peer = await SockjsPeer.open(`${t.url}/sockjs`, 'websocket');
+    assert.equal(await peer.call('small', 'size', ['x'.repeat(1000)]), 1000);
+    peer.send({ msg: 'method', id: 'big', method: 'size', params: ['x'.repeat(1024 * 1024 + 10)] });
+    const refused = await peer.next((m) => m.msg === 'error');
+    assert.match(refused.reason as string, /^Message too large \(\d+ bytes; the limit is 1048576\)$/);
+    assert.equal(await peer.call('after', 'size', ['x'.repeat(10)]), 10);
+    peer.close();
   });
 
   it('closes on invalid UTF-8 in a text frame (1007)', async () => {

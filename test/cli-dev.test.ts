@@ -35,12 +35,13 @@ function app(greeting: string): string {
   ].join('\n');
 }
 
-const PAGE = `<!doctype html><html><body><p id="version">none</p><script type="module">
-import { DDPClient } from '/perseid/client.js';
+// The script is a file of its own: the default Content-Security-Policy of static files refuses inline scripts.
+const PAGE = `<!doctype html><html><body><p id="version">none</p><script type="module" src="/page.js"></script></body></html>`;
+const PAGE_SCRIPT = `import { DDPClient } from '/perseid/client.js';
 const client = new DDPClient(location.origin);
 client.subscribe('notes');
 client.on('connected', () => { document.getElementById('version').textContent = 'connected'; });
-</script></body></html>`;
+`;
 
 async function freePort(): Promise<number> {
   const probe = createServer();
@@ -89,6 +90,7 @@ describe('perseid dev', () => {
     symlinkSync(resolve('.'), join(dir, 'node_modules', 'perseid'));
     mkdirSync(join(dir, 'public'));
     writeFileSync(join(dir, 'public', 'index.html'), PAGE);
+    writeFileSync(join(dir, 'public', 'page.js'), PAGE_SCRIPT);
     writeFileSync(join(dir, 'app.js'), app('hello'));
     return dir;
   }

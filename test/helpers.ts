@@ -74,11 +74,13 @@ export class RawPeer {
 
   static async open(url: string, options: WebSocket.ClientOptions = {}): Promise<RawPeer> {
     const ws = new WebSocket(url, { perMessageDeflate: false, ...options });
+    // Listening from the start: a message in the same packet as the handshake arrives right after 'open'.
+    const peer = new RawPeer(ws);
     await new Promise<void>((resolve, reject) => {
       ws.once('open', resolve);
       ws.once('error', reject);
     });
-    return new RawPeer(ws);
+    return peer;
   }
 
   /** Opens and completes the DDP handshake; resolves with the session id. */

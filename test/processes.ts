@@ -96,6 +96,11 @@ export class SockjsPeer {
     this.socket.send(JSON.stringify(message));
   }
 
+  /** Sends `text` as one DDP message as it is (it need not be JSON). */
+  sendText(text: string): void {
+    this.socket.send(text);
+  }
+
   async next(match: (m: Message) => boolean, timeoutMs = 5000): Promise<Message> {
     let found: Message | undefined;
     await eventually(() => (found = this.received.find(match)) !== undefined, 'a SockJS message', timeoutMs);

@@ -12,15 +12,19 @@ import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freshDatabase, HOW_TO_START } from './databases.js';
+import { SockjsXhrSession } from '../scripts/fuzz/wire.js';
 import { eventually, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
+/** The primary runs behind one proxy (HTTP_FORWARDED_COUNT=1): its operators ask through it, from its host. */
+const ASKED_ON_THE_PROXY_HOST = { headers: { 'x-forwarded-for': '127.0.0.1' } };
 const mongo = await serviceUrl('mongo-java-server');
 if (!mongo) console.log(`# SKIPPED the workers suite: mongo-java-server is not running; ${HOW_TO_START}`);
 
 interface Who {
   pid: number;
   worker: string | null;
+  address: string | null;
 }
 
 /** simpleddp keeps a document's id in `id`. */
@@ -47,7 +51,8 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
 
   before(async () => {
     database = freshDatabase(mongo!);
-    primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '500'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+    // One proxy in front (HTTP_FORWARDED_COUNT=1): clients are known by the address it forwards.
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '500'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info', HTTP_FORWARDED_COUNT: '1' });
   });
   after(async () => {
     await Promise.all(clients.map((c) => c.disconnect().catch(() => undefined)));
@@ -93,6 +98,21 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
     }
   });
 
+  it("knows a SockJS polling client by its forwarded address, not by the primary's that passed it on", async () => {
+    const session = await SockjsXhrSession.open(primary.port, { 'x-forwarded-for': '198.51.100.7' });
+    await session.send([JSON.stringify({ msg: 'connect', version: '1', support: ['1'] })]);
+    await session.send([JSON.stringify({ msg: 'method', id: 'w', method: 'whoami', params: [] })]);
+    let who: Who | undefined;
+    await eventually(async () => {
+      for (const text of (await session.poll()).messages) {
+        const m = JSON.parse(text) as { msg: string; result?: Who };
+        if (m.msg === 'result') who = m.result;
+      }
+      return who !== undefined;
+    }, 'the answer');
+    assert.equal(who!.address, '198.51.100.7');
+  });
+
   it('follows the database once and delivers changes to the worker that watches them', async () => {
     // Choice by load need not alternate strictly (lag and CPU count too), so open connections until
     // one sits on each worker.
@@ -103,7 +123,7 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
       const candidate = await connect();
       if ((await candidate.call<Who>('whoami')).worker !== whoA.worker) b = candidate;
     }
-    const stats = async () => JSON.stringify(((await (await fetch(`${primary.url}/perseid/stats`)).json()) as { workers: unknown }).workers);
+    const stats = async () => JSON.stringify(((await (await fetch(`${primary.url}/perseid/stats`, ASKED_ON_THE_PROXY_HOST)).json()) as { workers: unknown }).workers);
     assert.ok(b, `ten connections in a row went to the same worker; the primary's view: ${await stats()}`);
     const sub = a.subscribe('items');
     await sub.ready();
@@ -164,7 +184,7 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
     // The client speaks the moment the worker has answered the upgrade, while the primary may
     // still hold its copy of the socket: that first message must reach the worker. With the
     // primary and its workers squeezed onto one core the window is wide (last test: they stay there).
-    const stats = (await (await fetch(`${primary.url}/perseid/stats`)).json()) as { workers: Array<{ pid: number }> };
+    const stats = (await (await fetch(`${primary.url}/perseid/stats`, ASKED_ON_THE_PROXY_HOST)).json()) as { workers: Array<{ pid: number }> };
     for (const pid of [primary.child.pid!, ...stats.workers.map((w) => w.pid)]) spawnSync('taskset', ['-a', '-p', '-c', '0', String(pid)], { stdio: 'ignore' });
     const cycle = () =>
       new Promise<void>((resolve, reject) => {

@@ -8,11 +8,14 @@ import { getDefaultDatabase, setDefaultDatabaseOptions, type Database } from '..
 import { DatabaseUnavailableError } from '../data/driver.js';
 import type { ChangeSourceChoice } from '../data/mongo/store.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
-import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerRole } from '../server/app.js';
+import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerOptions } from '../server/app.js';
+import { forwardedCountFromEnv } from '../server/connection-handle.js';
 import type { CompressionOptions } from '../transport/frames.js';
+import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
+import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { readRole, roleOptions, startJobs } from './jobs-role.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
@@ -55,6 +58,7 @@ export const startCommand: CommandSpec = {
     },
     ...scaleOutOptions,
     ...roleOptions,
+    ...protectionOptions,
   },
   details: [
     'The app module\'s default export is called with the server before it starts listening:',
@@ -66,6 +70,8 @@ export const startCommand: CommandSpec = {
     '',
     'With MONGO_URL set, collections live in MongoDB instead of the embedded store.',
     'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) stops at once.',
+    '/perseid/stats answers loopback only, or, with PERSEID_ADMIN_TOKEN set, requests sending it as Authorization: Bearer <token>.',
+    'An unexpected exception outside any one connection is logged with its stack and exits with status 1, for a supervisor to restart.',
   ].join('\n'),
 };
 
@@ -96,8 +102,8 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
 }
 
 /** Creates the server and runs the app's setup on it. */
-async function bootApp(setup: AppSetup, appPath: string, compression: CompressionOptions | false, role: ServerRole): Promise<PerseidServer> {
-  const server = createServer({ compression, role, clientVersion: process.env.PERSEID_CLIENT_VERSION || undefined });
+async function bootApp(setup: AppSetup, appPath: string, options: ServerOptions): Promise<PerseidServer> {
+  const server = createServer({ ...options, clientVersion: process.env.PERSEID_CLIENT_VERSION || undefined });
   await runAppSetup(setup, server, appPath);
   return server;
 }
@@ -143,6 +149,21 @@ function shownUrl(host: string, port: number): string {
   return `http://${shown}:${port}`;
 }
 
+/**
+ * The last resort: an exception nothing caught (no client input can cause one:
+ * each connection's handling is contained) leaves state that cannot be
+ * trusted, so it is logged, stack and all, on one line, and the process exits
+ * for its supervisor to restart it.
+ */
+function exitOnUncaught(log: Logger): void {
+  const fatal = (kind: string) => (error: unknown) => {
+    log.error(`${kind}: exiting (state after an unexpected exception cannot be trusted; a supervisor should restart the server)`, { error });
+    process.exit(1);
+  };
+  process.on('uncaughtException', fatal('uncaught exception'));
+  process.on('unhandledRejection', fatal('unhandled promise rejection'));
+}
+
 /** SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C, stops now; a second signal exits. */
 function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>): void {
   let stopping = false;
@@ -173,13 +194,15 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   if (!LEVELS.includes(level)) throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
   setLogLevel(level as LogLevel);
   const log = createLogger(isWorker() ? `worker ${env.PERSEID_WORKER_ID}` : 'perseid');
+  exitOnUncaught(log);
   const port = integerOption(values, 'port', 0, 65535)!;
   const host = String(values.host);
   const compression = compressionOption(values.compression as string | undefined, env);
+  const role = readRole(values);
+  const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
   const workers = workerCount(values.workers);
   const scale = readScaleOut(values, env);
-  const role = readRole(values);
   if (role === 'jobs' && workers > 0) throw new UsageError('--role jobs runs no clients: it needs no --workers (run several jobs processes instead).');
   if (role === 'jobs' && scale.balancer) throw new UsageError('--role jobs serves no clients, so it cannot be a --balancer.');
   const id = processId();
@@ -201,7 +224,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     setDefaultDatabaseOptions({ feed, fanout: fanout?.store });
     const setup = await loadAppModule(appPath);
     const database = await openAppDatabase(undefined);
-    const server = await bootApp(setup, appPath, compression, role);
+    const server = await bootApp(setup, appPath, serverOptions);
     await serveAsWorker(server);
     const stopJobs = await startJobs(server, database, values, env, id, log);
     process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
@@ -231,6 +254,9 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       workerEnv: feedStore ? { ...env, PERSEID_CHANGE_SOURCE: polling ? 'poll' : 'ipc', PERSEID_MACHINE_FEED: feedStore.changes.name } : env,
       feed: feedStore && !polling ? { changes: feedStore.changes, poke: (collection) => feedStore.poke(collection) } : undefined,
       role: role === 'web' ? 'web' : 'all',
+      allowedOrigins: serverOptions.allowedOrigins ?? parseAllowedOrigins(''),
+      forwardedCount: forwardedCountFromEnv(env),
+      contentSecurityPolicy: serverOptions.contentSecurityPolicy,
       log,
     });
     const bound = await listenOn(() => primary.listen(port, host), port, host);
@@ -256,7 +282,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   setDefaultDatabaseOptions({ dataDir, fsync: values.fsync === true, fanout: fanout?.store });
   const setup = await loadAppModule(appPath);
   const database = await openAppDatabase(embedded ? dataDir : undefined);
-  const server = await bootApp(setup, appPath, compression, role);
+  const server = await bootApp(setup, appPath, serverOptions);
   const bound = await listenOn(() => server.listen(port, host), port, host);
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;

@@ -9,7 +9,9 @@ export type PrimaryToWorker =
   /** The feed started watching a collection the worker asked for. */
   | { type: 'watching'; collection: string }
   /** Close sessions gradually over `windowMs`, then exit. */
-  | { type: 'drain'; windowMs: number };
+  | { type: 'drain'; windowMs: number }
+  /** The origins of the cluster's servers (whose pages may connect), as the primary's balancer knows them. */
+  | { type: 'origins'; origins: string[] };
 
 export type WorkerToPrimary =
   /** Up: its private HTTP port (for SockJS polling proxied to it) and the app's static files. */

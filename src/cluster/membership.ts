@@ -82,6 +82,10 @@ export class ClusterMembership implements ConnectionRouter {
     return this.discovery.servers();
   }
 
+  peerOrigins(): readonly string[] {
+    return this.discovery.servers().map((server) => new URL(server.url).origin);
+  }
+
   sockjsBaseUrl(): string | undefined {
     if (!this.options.balancer) return undefined;
     const to = this.balancer.pick(PIN_MARGIN);

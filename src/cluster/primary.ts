@@ -13,6 +13,7 @@ import type { Logger } from '../log.js';
 import { metrics } from '../metrics/registry.js';
 import type { ChangeSource } from '../data/change-source.js';
 import { HttpRoutes, type HealthReport } from '../server/http.js';
+import { originAllowed, type AllowedOrigins } from '../transport/origins.js';
 import { isWebSocketPath, pathOf, sockjsSessionOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import { ChangeForwarder } from './change-forwarder.js';
@@ -32,6 +33,11 @@ export interface PrimaryOptions {
   feed?: { changes: ChangeSource; poke(collection: string): void };
   /** The role its workers run with (`web` or `all`), reported by /health. */
   role?: 'web' | 'all';
+  /** Pages allowed to connect (the workers check their own connections; the primary answers `/sockjs/info`). */
+  allowedOrigins: AllowedOrigins;
+  forwardedCount: number;
+  /** Content-Security-Policy of the static files the primary serves. */
+  contentSecurityPolicy?: string | false;
   log: Logger;
 }
 
@@ -62,7 +68,7 @@ export class Primary {
       onMessage: (worker, message) => {
         if (message.type === 'watch') this.forwarder?.setWatched(link(worker), message.collections);
         else if (message.type === 'poke') options.feed?.poke(message.collection);
-        else if (message.type === 'ready' && message.publicDir && !this.routes.hasPublicDir) this.routes = new HttpRoutes(message.publicDir, () => this.health());
+        else if (message.type === 'ready' && message.publicDir && !this.routes.hasPublicDir) this.routes = this.routes.withPublicDir(message.publicDir);
       },
       onExit: (worker) => {
         const l = links.get(worker);
@@ -70,15 +76,19 @@ export class Primary {
         links.delete(worker);
       },
     });
-    this.routes = new HttpRoutes(undefined, () => this.health());
+    this.routes = new HttpRoutes({ health: () => this.health(), contentSecurityPolicy: options.contentSecurityPolicy, peerOrigins: () => this.door.peerOrigins() });
     metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
     this.httpServer = createServer((req, res) => this.request(req, res));
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
   }
 
-  /** Lets `router` (a cluster's balancer) send new clients to other servers. */
+  /** Lets `router` (a cluster's balancer) send new clients to other servers; the workers learn its servers' origins. */
   routeConnections(router: ConnectionRouter): this {
     this.door.route(router);
+    // Every second, so a worker that starts (or restarts) later learns them too.
+    const tell = () => this.pool.broadcast({ type: 'origins', origins: [...this.door.peerOrigins()] });
+    tell();
+    setInterval(tell, 1000).unref();
     return this;
   }
 
@@ -157,7 +167,7 @@ export class Primary {
   private request(req: IncomingMessage, res: ServerResponse): void {
     const path = pathOf(req.url);
     if (path === '/sockjs/info') {
-      answerSockjsInfo(req, res, this.door.sockjsBaseUrl());
+      answerSockjsInfo(req, res, this.door.sockjsBaseUrl(), originAllowed(req, this.options.allowedOrigins, this.options.forwardedCount, this.door.peerOrigins()));
       return;
     }
     if (path.startsWith('/sockjs/')) {

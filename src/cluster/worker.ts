@@ -39,7 +39,7 @@ export function primaryFeedLink(): FeedLink {
 /** Serves as a worker until the primary tells it to drain, or goes away. */
 export async function serveAsWorker(server: PerseidServer): Promise<void> {
   // Only the primary listens publicly; this port is for the SockJS requests it proxies here.
-  const { port } = await server.listen(0, '127.0.0.1');
+  const { port } = await server.servedThroughPrimary().listen(0, '127.0.0.1');
   const monitor = new LoadMonitor(() => server.sessionCount);
   const reporting = setInterval(() => toPrimary({ type: 'load', ...monitor.sample() }), 1000);
   reporting.unref();
@@ -50,6 +50,8 @@ export async function serveAsWorker(server: PerseidServer): Promise<void> {
       req.url = message.url;
       req.headers = message.headers;
       server.httpServer.emit('upgrade', req, socket, Buffer.from(message.head, 'base64'));
+    } else if (message.type === 'origins') {
+      server.trustPeerOrigins(message.origins);
     } else if (message.type === 'drain') {
       void server.drain(message.windowMs).then(() => process.exit(0));
     }

@@ -44,6 +44,16 @@ export function newBinary(size: number): Uint8Array {
   return new Uint8Array(size);
 }
 
+/**
+ * Sets an own data property. Plain assignment of the key `__proto__` would set
+ * the object's prototype instead (JSON.parse makes it an ordinary key), which
+ * would let a client choose the prototype of decoded values.
+ */
+function setOwn(target: JSONObject, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+  else target[key] = value;
+}
+
 function isPlainObject(value: object): boolean {
   const proto = Object.getPrototypeOf(value) as unknown;
   return proto === Object.prototype || proto === null;
@@ -98,7 +108,7 @@ export function toJSONValue(value: unknown): unknown {
   const obj = value as JSONObject;
   if (looksTagged(obj)) {
     const escaped: JSONObject = {};
-    for (const key in obj) escaped[key] = toJSONValue(obj[key]);
+    for (const key in obj) setOwn(escaped, key, toJSONValue(obj[key]));
     return { $escape: escaped };
   }
   let out: JSONObject | undefined;
@@ -109,10 +119,10 @@ export function toJSONValue(value: unknown): unknown {
       out = {};
       for (const k in obj) {
         if (k === key) break;
-        out[k] = obj[k];
+        setOwn(out, k, obj[k]);
       }
     }
-    if (out !== undefined) out[key] = converted;
+    if (out !== undefined) setOwn(out, key, converted);
   }
   return out ?? obj;
 }
@@ -142,7 +152,7 @@ function tagged(obj: JSONObject): unknown {
         throw new Error('EJSON: $escape must hold an object');
       }
       const out: JSONObject = {};
-      for (const key in inner) out[key] = fromJSONValue((inner as JSONObject)[key]);
+      for (const key in inner) setOwn(out, key, fromJSONValue((inner as JSONObject)[key]));
       return out;
     }
   } else if (keys.length === 2) {
@@ -198,10 +208,10 @@ export function fromJSONValue(value: unknown): unknown {
       out = {};
       for (const k in obj) {
         if (k === key) break;
-        out[k] = obj[k];
+        setOwn(out, k, obj[k]);
       }
     }
-    if (out !== undefined) out[key] = converted;
+    if (out !== undefined) setOwn(out, key, converted);
   }
   return out ?? obj;
 }
@@ -210,7 +220,7 @@ function canonicalise(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(canonicalise);
   if (value === null || typeof value !== 'object') return value;
   const out: JSONObject = {};
-  for (const key of Object.keys(value).sort()) out[key] = canonicalise((value as JSONObject)[key]);
+  for (const key of Object.keys(value).sort()) setOwn(out, key, canonicalise((value as JSONObject)[key]));
   return out;
 }
 
@@ -283,7 +293,7 @@ export function clone<T>(value: T): T {
     return (typeof value.clone === 'function' ? value.clone() : fromJSONValue(toJSONValue(value))) as T;
   }
   const out: JSONObject = {};
-  for (const key in value) out[key] = clone((value as JSONObject)[key]);
+  for (const key in value) setOwn(out, key, clone((value as JSONObject)[key]));
   return out as T;
 }
 

@@ -2,9 +2,14 @@
  * DDP message shapes and their validation. Only `fields`, `params` and `result`
  * carry EJSON; everything else is plain JSON (DDP notes §1.1).
  */
+import { nestsDeeperThan } from './depth.js';
 import { fromJSONValue, type JSONObject } from './ejson.js';
-
 import { defineProtocolError, type SerializedError } from './errors.js';
+
+/** Deepest nesting of arrays and objects a client message may have (MongoDB's documents stop at 100). */
+export const MAX_DEPTH = 128;
+/** A refused message is echoed back as `offendingMessage` only when its text is at most this long. */
+export const ECHO_LIMIT = 1024;
 
 /** The `error` messages a client gets for a message the server cannot take. */
 export const ProtocolErrors = {
@@ -17,6 +22,9 @@ export const ProtocolErrors = {
   alreadyConnected: defineProtocolError('ALREADY_CONNECTED', 'Already connected'),
   messageTooLarge: defineProtocolError('MESSAGE_TOO_LARGE', 'Message too large ({bytes} bytes; the limit is {limit})'),
   tooManyWaiting: defineProtocolError('TOO_MANY_WAITING', 'Too many messages waiting to run'),
+  tooDeep: defineProtocolError('TOO_DEEP', 'Message nested too deeply (more than {limit} levels)'),
+  binaryFrame: defineProtocolError('BINARY_FRAME', 'Binary frames are not DDP: send each message as a text frame'),
+  tooManyConnections: defineProtocolError('TOO_MANY_CONNECTIONS', 'Too many connections from your address (the limit is {limit})'),
 };
 
 export const SUPPORTED_VERSIONS = ['1', 'pre2', 'pre1'] as const;
@@ -142,13 +150,14 @@ export type ServerMessage =
   | UpdatedMessage
   | ErrorMessage;
 
-/** Why a client message was refused, in Meteor's words, with the message when Meteor echoes it. */
+/** Why a client message was refused, in Meteor's words, with the message when it is small enough to echo. */
 export interface Rejection {
   reason: string;
   offendingMessage?: unknown;
 }
 
-export type ParseOutcome = { message: ClientMessage } | { rejection: Rejection };
+/** A valid message, with what to echo should the session refuse it anyway (absent when the message is large). */
+export type ParseOutcome = { message: ClientMessage; echo?: unknown } | { rejection: Rejection };
 
 const isString = (v: unknown): v is string => typeof v === 'string';
 
@@ -158,9 +167,13 @@ function isPlainRecord(value: unknown): value is JSONObject {
 
 /**
  * Parses and validates one frame from a client. Invalid JSON is a `Bad request`,
- * undecodable EJSON a `Parse error`, wrong field types a `Malformed ...` error.
+ * nesting beyond MAX_DEPTH `Message nested too deeply` (checked on the text,
+ * before parsing), undecodable EJSON a `Parse error`, wrong field types a
+ * `Malformed ...` error. Only a message of at most ECHO_LIMIT characters is
+ * echoed back, so a refusal never costs more than the message did.
  */
 export function parseClientMessage(text: string): ParseOutcome {
+  if (nestsDeeperThan(text, MAX_DEPTH)) return { rejection: { reason: ProtocolErrors.tooDeep({ limit: MAX_DEPTH }) } };
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -168,6 +181,15 @@ export function parseClientMessage(text: string): ParseOutcome {
     return { rejection: { reason: ProtocolErrors.badRequest() } };
   }
   if (!isPlainRecord(raw)) return { rejection: { reason: ProtocolErrors.badRequest() } };
+  const outcome = validate(raw);
+  if (text.length > ECHO_LIMIT) {
+    if ('rejection' in outcome) delete outcome.rejection.offendingMessage;
+    return outcome;
+  }
+  return 'rejection' in outcome ? outcome : { message: outcome.message, echo: raw };
+}
+
+function validate(raw: JSONObject): ParseOutcome {
   switch (raw.msg) {
     case 'connect':
       return { message: raw as unknown as ConnectMessage };

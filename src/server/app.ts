@@ -5,9 +5,15 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { getHeapStatistics } from 'node:v8';
 import { AUTOUPDATE } from '../ddp/autoupdate.js';
+import { encodeMessage } from '../ddp/encoded.js';
 import { defineCloseReason } from '../ddp/errors.js';
+import { ProtocolErrors } from '../ddp/messages.js';
 import { createLogger, type Logger } from '../log.js';
+import { parseAllowedOrigins, type AllowedOrigins } from '../transport/origins.js';
+import { AddressLimit } from './address-limit.js';
+import { clientAddress, forwardedCountFromEnv } from './connection-handle.js';
 import type { ConnectionRouter } from './connection-router.js';
 import { FrontDoor } from './front-door.js';
 import { TransportEndpoint } from '../transport/endpoint.js';
@@ -34,12 +40,34 @@ export interface ServerOptions {
   handshakeTimeout?: number;
   /** permessage-deflate policy, or false to not offer compression at all. */
   compression?: Partial<CompressionOptions> | false;
-  /** Largest DDP message accepted, in bytes (default 1 MiB); larger ones get an `error` and are dropped. */
+  /**
+   * Largest DDP message accepted, in bytes (default 1 MiB). On a raw WebSocket a
+   * larger one closes the connection (1009) as soon as it passes the limit; in
+   * SockJS frames (up to twice the limit) it gets an `error` and is dropped.
+   */
   maxMessageSize?: number;
-  /** Largest WebSocket frame read at all (default 16 MiB); larger ones close the connection with 1009. */
-  maxFrameSize?: number;
   /** Outgoing bytes a client may leave unread before it is dropped (default 64 MiB). */
   maxBufferedBytes?: number;
+  /**
+   * Unsent output over every connection (default 256 MiB, or a quarter of the
+   * heap limit when that is less): past it the clients holding the most are
+   * held back, then dropped.
+   */
+  maxTotalBufferedBytes?: number;
+  /** Subscriptions one connection may hold (default 1000); more get `nosub` with an error. */
+  maxSubscriptionsPerConnection?: number;
+  /** Messages one connection may have waiting to run (default 10000); past it the client gets an error and is dropped. */
+  maxQueuedMessages?: number;
+  /** Connections from one client address (default 1000; 0 for no limit); more get an error and are closed. */
+  maxConnectionsPerAddress?: number;
+  /** Web pages allowed to connect, by origin, or `*` for any (default PERSEID_ALLOWED_ORIGINS, else none besides the server's own host and loopback). */
+  allowedOrigins?: AllowedOrigins;
+  /** Proxies in front of the server (default HTTP_FORWARDED_COUNT, else 0). */
+  httpForwardedCount?: number;
+  /** Token `/perseid/stats` requires (`Authorization: Bearer ...`) from everyone (default PERSEID_ADMIN_TOKEN); without one it answers loopback only. */
+  adminToken?: string;
+  /** Content-Security-Policy of static files (default DEFAULT_CONTENT_SECURITY_POLICY); false for none. */
+  contentSecurityPolicy?: string | false;
   /** Directory of static files served over HTTP. */
   publicDir?: string;
   /**
@@ -65,6 +93,11 @@ const SHUTTING_DOWN = defineCloseReason('SERVER_SHUTTING_DOWN', 1001, 'Server sh
 
 export const DEFAULT_COMPRESSION: CompressionOptions = { threshold: 1024, level: 1, memLevel: 8 };
 
+/** The default server-wide budget of unsent output: 256 MiB, or a quarter of the heap limit when that is less. */
+export function defaultTotalBufferedBytes(): number {
+  return Math.min(256 * 1024 * 1024, Math.floor(getHeapStatistics().heap_size_limit / 4));
+}
+
 export class PerseidServer implements SessionServer {
   readonly httpServer: HttpServer;
   readonly settings: SessionSettings;
@@ -88,6 +121,7 @@ export class PerseidServer implements SessionServer {
   /** Wakes a drain waiting between two closes when the last connection has gone. */
   private lastGone: (() => void) | undefined;
   private readonly door: FrontDoor;
+  private readonly addressLimit: AddressLimit;
 
   constructor(options: ServerOptions = {}) {
     this.log = options.logger ?? createLogger('server');
@@ -95,28 +129,44 @@ export class PerseidServer implements SessionServer {
     if (!SERVER_ROLES.includes(this.role)) throw new Error(`role must be one of ${SERVER_ROLES.join(', ')} (got ${String(options.role)})`);
     this.door = new FrontDoor(this.log);
     const maxMessageSize = options.maxMessageSize ?? 1024 * 1024;
+    const maxQueuedMessages = options.maxQueuedMessages ?? 10000;
+    const forwardedCount = options.httpForwardedCount ?? forwardedCountFromEnv();
     this.settings = {
       heartbeatInterval: options.heartbeatInterval ?? 15000,
       heartbeatTimeout: options.heartbeatTimeout ?? 15000,
       handshakeTimeout: options.handshakeTimeout ?? 45000,
-      inboundHighWater: 1000,
-      inboundLimit: 100000,
+      inboundHighWater: Math.max(1, Math.min(1000, Math.floor(maxQueuedMessages / 4))),
+      inboundHighWaterBytes: 4 * maxMessageSize,
+      inboundLimit: maxQueuedMessages,
+      inboundLimitBytes: 16 * maxMessageSize,
       maxMessageSize,
+      maxSubscriptions: options.maxSubscriptionsPerConnection ?? 1000,
+      writableWaitMs: 30000,
+      forwardedCount,
     };
+    this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
     const compression = options.compression === false ? false : { ...DEFAULT_COMPRESSION, ...options.compression };
     this.transport = new TransportEndpoint(
       {
         maxMessageSize,
-        maxFrameSize: Math.max(options.maxFrameSize ?? 16 * 1024 * 1024, maxMessageSize),
         compression,
         maxBufferedBytes: options.maxBufferedBytes ?? 64 * 1024 * 1024,
+        maxTotalBufferedBytes: options.maxTotalBufferedBytes ?? defaultTotalBufferedBytes(),
+        allowedOrigins: options.allowedOrigins ?? parseAllowedOrigins(process.env.PERSEID_ALLOWED_ORIGINS ?? ''),
+        forwardedCount,
         sockjsHeartbeatMs: 45000,
         sockjsDisconnectDelayMs: 60000,
       },
       (socket) => this.accept(socket),
       this.log.child('transport'),
     );
-    this.routes = new HttpRoutes(options.publicDir, () => this.health());
+    this.routes = new HttpRoutes({
+      publicDir: options.publicDir,
+      health: () => this.health(),
+      admin: { token: options.adminToken ?? (process.env.PERSEID_ADMIN_TOKEN || undefined), forwardedCount },
+      contentSecurityPolicy: options.contentSecurityPolicy,
+      peerOrigins: () => this.transport.peerOrigins(),
+    });
     const version = options.clientVersion;
     // Every server answers it (ready, with no document when no version is set), so a client can always subscribe.
     this.publish(AUTOUPDATE.publication, function () {
@@ -126,7 +176,7 @@ export class PerseidServer implements SessionServer {
     this.httpServer = createHttpServer((req, res) => {
       res.setHeader('server', 'perseid');
       if (this.role === 'jobs' && isDdpPath(pathOf(req.url))) refuseClients(res);
-      else if (this.door.routing && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.door.sockjsBaseUrl());
+      else if (this.door.routing && pathOf(req.url) === '/sockjs/info') answerSockjsInfo(req, res, this.door.sockjsBaseUrl(), this.transport.originAllowed(req));
       else if (!this.transport.handleRequest(req, res)) this.routes.handle(req, res);
     });
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => {
@@ -142,6 +192,23 @@ export class PerseidServer implements SessionServer {
   /** Lets `router` (a cluster's balancer) send new clients to other servers. */
   routeConnections(router: ConnectionRouter): this {
     this.door.route(router);
+    this.transport.peerOrigins = () => this.door.peerOrigins();
+    return this;
+  }
+
+  /** The origins of the other servers of a cluster, when a workers' primary (not this process) knows them. */
+  trustPeerOrigins(origins: readonly string[]): this {
+    this.transport.peerOrigins = () => origins;
+    return this;
+  }
+
+  /**
+   * Says that SockJS's HTTP requests reach this server through a workers'
+   * primary (which adds itself to X-Forwarded-For), so clients are told apart
+   * by their own address, not the primary's.
+   */
+  servedThroughPrimary(): this {
+    this.transport.sockjsOwnProxies = 1;
     return this;
   }
 
@@ -175,7 +242,7 @@ export class PerseidServer implements SessionServer {
 
   /** Serves the files of `dir` over HTTP (an app's page, scripts, images). */
   serveStatic(dir: string): this {
-    this.routes = new HttpRoutes(dir, () => this.health());
+    this.routes = this.routes.withPublicDir(dir);
     return this;
   }
 
@@ -337,10 +404,19 @@ export class PerseidServer implements SessionServer {
       socket.close(DRAINING.code, DRAINING.reason);
       return;
     }
+    const address = clientAddress(socket.remoteAddress, socket.headers, this.settings.forwardedCount + socket.ownProxies);
+    if (!this.addressLimit.take(address)) {
+      sessionMetrics.connectionsRefused.inc();
+      this.log.debug('refused a connection: too many from its address', { address, limit: this.addressLimit.limit });
+      socket.send(encodeMessage({ msg: 'error', reason: ProtocolErrors.tooManyConnections({ limit: this.addressLimit.limit }) }));
+      socket.close();
+      return;
+    }
     this.sockets.add(socket);
     const session = new Session(socket, this);
     session.connection.onClose(() => {
       this.sockets.delete(socket);
+      this.addressLimit.release(address);
       if (this.sockets.size === 0) this.lastGone?.();
     });
   }

@@ -21,15 +21,30 @@ export function exposedHeaders(headers: IncomingHttpHeaders): Record<string, str
   return out;
 }
 
+/** HTTP_FORWARDED_COUNT: how many proxies stand in front of the server (Meteor's variable). */
+export function forwardedCountFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const count = Number(env.HTTP_FORWARDED_COUNT ?? 0);
+  return Number.isInteger(count) && count > 0 ? count : 0;
+}
+
+/**
+ * The address `count` proxies report the client at: the entry of
+ * X-Forwarded-For that many from the end (each proxy appends the address it
+ * was reached from). Undefined when the header has fewer entries.
+ */
+export function forwardedAddress(headers: IncomingHttpHeaders, count: number): string | undefined {
+  const forwarded = headers['x-forwarded-for'];
+  if (typeof forwarded !== 'string') return undefined;
+  const hops = forwarded.split(',').map((s) => s.trim());
+  return hops.length >= count ? hops[hops.length - count] : undefined;
+}
+
 /**
  * The client's address. Behind proxies, set HTTP_FORWARDED_COUNT to the number
  * of proxies in front of the server, as in Meteor: the address is then read from
  * X-Forwarded-For, that many entries from the end.
  */
-export function clientAddress(remoteAddress: string | undefined, headers: IncomingHttpHeaders): string | undefined {
-  const count = Number(process.env.HTTP_FORWARDED_COUNT ?? 0);
-  const forwarded = headers['x-forwarded-for'];
-  if (!count || typeof forwarded !== 'string') return remoteAddress;
-  const hops = forwarded.split(',').map((s) => s.trim());
-  return hops[hops.length - count] ?? remoteAddress;
+export function clientAddress(remoteAddress: string | undefined, headers: IncomingHttpHeaders, count = forwardedCountFromEnv()): string | undefined {
+  if (!count) return remoteAddress;
+  return forwardedAddress(headers, count) ?? remoteAddress;
 }

@@ -15,4 +15,10 @@ export interface ConnectionRouter {
   sockjsBaseUrl(): string | undefined;
   /** Where to pass a WebSocket upgrade on to, or undefined to serve it here. */
   upgradeTarget(req: IncomingMessage): RoutedTarget | undefined;
+  /**
+   * The origins of the other servers the router sends clients between: a page
+   * one of them served may connect here (its SockJS client pinned here by
+   * `base_url`), so origin checks and the pages' Content-Security-Policy allow them.
+   */
+  peerOrigins(): readonly string[];
 }

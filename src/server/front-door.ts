@@ -28,6 +28,11 @@ export class FrontDoor {
     this.drainSteps.push(step);
   }
 
+  /** The origins of the servers the router sends clients between (none without a router). */
+  peerOrigins(): readonly string[] {
+    return this.router?.peerOrigins() ?? [];
+  }
+
   /** Where a new SockJS client should go, or undefined to keep it here. */
   sockjsBaseUrl(): string | undefined {
     return this.router?.sockjsBaseUrl();

@@ -1,6 +1,8 @@
 /**
- * Plain HTTP next to DDP: a health endpoint, the browser build of the client,
- * and the application's static files.
+ * Plain HTTP next to DDP: a health endpoint, the counters (for operators
+ * only, see admin-access.ts), the browser build of the client, and the
+ * application's static files, which browsers may not sniff into another type
+ * and which carry a Content-Security-Policy.
  */
 import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -8,6 +10,37 @@ import { fileURLToPath } from 'node:url';
 import serveStatic from 'serve-static';
 import { metrics } from '../metrics/registry.js';
 import { pathOf } from '../transport/paths.js';
+import { adminAccessFromEnv, guardAdmin, type AdminAccess } from './admin-access.js';
+
+/**
+ * Pages load scripts only from the server itself (an inline script needs a
+ * file of its own, or a policy of the app's), styles from it, https or inline,
+ * images from it or data: URLs; they connect (DDP, fetch) to it, and to the
+ * other servers of its cluster (added per response); no plugins, no <base>
+ * elsewhere, forms post home, only the site itself may frame them. Helmet's
+ * default, near enough.
+ */
+export const DEFAULT_CONTENT_SECURITY_POLICY =
+  "default-src 'self'; base-uri 'self'; connect-src 'self'; font-src 'self' https: data:; form-action 'self'; frame-ancestors 'self'; " +
+  "img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; style-src 'self' https: 'unsafe-inline'";
+
+/** The default policy, its connect-src widened to the cluster's other servers (their http(s) and ws(s) URLs). */
+function defaultPolicyWith(peers: readonly string[]): string {
+  if (peers.length === 0) return DEFAULT_CONTENT_SECURITY_POLICY;
+  const sources = peers.flatMap((origin) => [origin, origin.replace(/^http/, 'ws')]);
+  return DEFAULT_CONTENT_SECURITY_POLICY.replace("connect-src 'self'", `connect-src 'self' ${sources.join(' ')}`);
+}
+
+export interface HttpOptions {
+  publicDir?: string | undefined;
+  health: () => HealthReport;
+  /** Who may read `/perseid/stats` (default: from the environment). */
+  admin?: AdminAccess;
+  /** The policy sent with static files, or false for none. */
+  contentSecurityPolicy?: string | false;
+  /** The origins of the other servers of a cluster (see ConnectionRouter.peerOrigins). */
+  peerOrigins?: () => readonly string[];
+}
 
 export interface HealthReport {
   status: 'ok' | 'draining';
@@ -25,14 +58,31 @@ function notFound(res: ServerResponse): void {
 }
 
 export class HttpRoutes {
+  readonly publicDir: string | undefined;
   private readonly serveFiles: ReturnType<typeof serveStatic> | undefined;
+  private readonly health: () => HealthReport;
+  private readonly admin: AdminAccess;
   private clientBundle: Promise<Buffer> | undefined;
 
-  constructor(
-    readonly publicDir: string | undefined,
-    private readonly health: () => HealthReport,
-  ) {
-    this.serveFiles = publicDir ? serveStatic(publicDir, { index: ['index.html'] }) : undefined;
+  constructor(readonly options: HttpOptions) {
+    this.publicDir = options.publicDir;
+    this.health = options.health;
+    this.admin = options.admin ?? adminAccessFromEnv();
+    const policy = options.contentSecurityPolicy;
+    const peers = options.peerOrigins ?? (() => []);
+    this.serveFiles = this.publicDir
+      ? serveStatic(this.publicDir, {
+          index: ['index.html'],
+          setHeaders: (res) => {
+            if (policy !== false) res.setHeader('content-security-policy', policy ?? defaultPolicyWith(peers()));
+          },
+        })
+      : undefined;
+  }
+
+  /** The same routes serving `publicDir` instead. */
+  withPublicDir(publicDir: string | undefined): HttpRoutes {
+    return new HttpRoutes({ ...this.options, publicDir });
   }
 
   get hasPublicDir(): boolean {
@@ -41,6 +91,7 @@ export class HttpRoutes {
 
   handle(req: IncomingMessage, res: ServerResponse): void {
     const path = pathOf(req.url);
+    res.setHeader('x-content-type-options', 'nosniff');
     if (path === '/health') {
       const report = this.health();
       res.writeHead(report.status === 'ok' ? 200 : 503, { 'content-type': 'application/json', 'cache-control': 'no-store' });
@@ -48,6 +99,7 @@ export class HttpRoutes {
       return;
     }
     if (path === '/perseid/stats') {
+      if (!guardAdmin(req, res, this.admin)) return;
       res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
       res.end(JSON.stringify({ ...metrics.snapshot(), ...metrics.describeSections() }));
       return;

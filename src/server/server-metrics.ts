@@ -1,4 +1,4 @@
-/** What the server layer counts: sockets, sessions, messages, method calls and subscriptions. */
+/** What the server layer counts: sockets, sessions, messages, method calls and subscriptions, and the limits they met. */
 import { RecentTimes } from '../metrics/recent-times.js';
 import { metrics } from '../metrics/registry.js';
 
@@ -9,6 +9,8 @@ export const sessionMetrics = {
   messagesIn: metrics.counter('perseid_messages_received_total', 'DDP messages received'),
   methods: metrics.counter('perseid_method_calls_total', 'Method calls received'),
   subscriptions: metrics.counter('perseid_subscriptions_total', 'Subscriptions started'),
+  outputWaits: metrics.counter('perseid_output_waits_total', 'Times a reply or initial data waited for its client to read earlier output'),
+  connectionsRefused: metrics.counter('perseid_connections_refused_total', 'Connections refused for coming from an address that has too many'),
 };
 
 /** How long methods took (from the call to the result), for the p95 a server announces to discovery. */

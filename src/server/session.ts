@@ -2,9 +2,15 @@
  * One client connection speaking DDP (DDP notes §1): handshake, heartbeats, and
  * an ordered queue of messages where a method holds the queue until it returns
  * (or calls `this.unblock()`) and a subscription until its initial data is sent.
+ *
+ * Bounded and contained: the queue stops reading from the client when full
+ * (or drops a client that cannot be paused); a method's reply or a
+ * subscription's initial data is not built while the client has not read what
+ * it already has; a long queue yields to other connections; an unexpected
+ * exception closes this session only.
  */
-import { encodeMessage, type EncodedMessage } from '../ddp/encoded.js';
-import { Errors, toClientError, type DDPError } from '../ddp/errors.js';
+import { EncodedMessage, encodeMessage } from '../ddp/encoded.js';
+import { defineError, Errors, toClientError, type DDPError } from '../ddp/errors.js';
 import {
   negotiateVersion,
   parseClientMessage,
@@ -33,11 +39,29 @@ export interface SessionSettings {
   heartbeatTimeout: number;
   /** A socket that has not sent `connect` by then is closed (Meteor: 45 s). */
   handshakeTimeout: number;
-  /** Stop reading from a client with this many messages waiting to run; read again at a tenth. */
+  /** Stop reading from a client with this many messages (or bytes) waiting to run; read again at a tenth. */
   inboundHighWater: number;
-  /** Where reading cannot be paused (SockJS polling), a client past this many waiting messages is dropped. */
+  inboundHighWaterBytes: number;
+  /** A client past this many waiting messages (or bytes) gets an error and is dropped (reading may not pause in time, or at all: SockJS polling). */
   inboundLimit: number;
+  inboundLimitBytes: number;
   maxMessageSize: number;
+  /** Subscriptions one connection may hold at once. */
+  maxSubscriptions: number;
+  /** How long a reply may wait for its client to read earlier output before the client is dropped as too slow. */
+  writableWaitMs: number;
+  /** Proxies in front of the server: the client's address is then read from X-Forwarded-For. */
+  forwardedCount: number;
+}
+
+/** A subscription beyond the connection's limit. */
+const TOO_MANY_SUBSCRIPTIONS = defineError('TOO_MANY_SUBSCRIPTIONS', 429, 'Too many subscriptions on one connection (the limit is {limit})', ['nosub']);
+
+/** A backlog yields to other connections after this long, so one client's pipeline cannot starve the rest. */
+const SLICE_MS = 5;
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** What sessions need from the server that owns them. */
@@ -54,7 +78,7 @@ export interface SessionServer {
   sessionClosed(session: Session): void;
 }
 
-type QueueTask = { message: ClientMessage };
+type QueueTask = { message: ClientMessage; bytes: number };
 
 export class Session implements SubscriptionHost {
   id = '';
@@ -68,6 +92,7 @@ export class Session implements SubscriptionHost {
   private readonly subscriptions = new Map<string, Subscription>();
   private universal: Subscription[] = [];
   private queue: QueueTask[] = [];
+  private queuedBytes = 0;
   private running = false;
   private paused = false;
   private readonly heartbeat: Heartbeat;
@@ -85,7 +110,7 @@ export class Session implements SubscriptionHost {
       get id() {
         return sessionId();
       },
-      clientAddress: clientAddress(socket.remoteAddress, socket.headers),
+      clientAddress: clientAddress(socket.remoteAddress, socket.headers, server.settings.forwardedCount + socket.ownProxies),
       httpHeaders: exposedHeaders(socket.headers),
       onClose: (callback) => {
         if (this.state === 'closed') callback();
@@ -105,9 +130,8 @@ export class Session implements SubscriptionHost {
     });
     this.handshakeTimer = setTimeout(() => this.socket.close(), settings.handshakeTimeout);
     socket.setHandlers({
-      message: (text) => this.receive(text),
-      oversize: (bytes) =>
-        this.sendError(ProtocolErrors.messageTooLarge({ bytes, limit: settings.maxMessageSize })),
+      message: (text) => this.contained(() => this.receive(text)),
+      refused: (reason) => this.contained(() => this.sendError(reason)),
       close: () => this.closed(),
     });
     sessionMetrics.sockets.inc();
@@ -141,6 +165,20 @@ export class Session implements SubscriptionHost {
 
   // ---- receiving ----
 
+  /**
+   * Runs `work` for this session alone: an exception that escapes it means this
+   * session's state can no longer be trusted, so it is logged and this
+   * connection closed; the server and every other client carry on.
+   */
+  private contained(work: () => void): void {
+    try {
+      work();
+    } catch (error) {
+      this.log.error('unexpected failure while handling a message; closing the connection', { session: this.id || undefined, error });
+      this.socket.terminate();
+    }
+  }
+
   private sendError(reason: string, offendingMessage?: unknown): void {
     const message: ServerMessage = offendingMessage === undefined ? { msg: 'error', reason } : { msg: 'error', reason, offendingMessage };
     this.send(message);
@@ -161,23 +199,23 @@ export class Session implements SubscriptionHost {
       }
       return;
     }
-    const message = parsed.message;
+    const { message, echo } = parsed;
     if (message.msg === 'connect') {
-      if (this.state === 'open') this.sendError(ProtocolErrors.alreadyConnected(), message);
+      if (this.state === 'open') this.sendError(ProtocolErrors.alreadyConnected(), echo);
       else this.connect(message);
       return;
     }
     if (this.state !== 'open') {
-      this.sendError(ProtocolErrors.mustConnectFirst(), message);
+      this.sendError(ProtocolErrors.mustConnectFirst(), echo);
       return;
     }
     if (message.msg === 'ping' || message.msg === 'pong') {
       // Meteor's `pre1` predates heartbeats; ping and pong are then unknown messages.
-      if (this.version === 'pre1') this.sendError(ProtocolErrors.badRequest(), message);
+      if (this.version === 'pre1') this.sendError(ProtocolErrors.badRequest(), echo);
       else if (message.msg === 'ping') this.send(message.id === undefined ? { msg: 'pong' } : { msg: 'pong', id: message.id });
       return;
     }
-    this.enqueue(message);
+    this.enqueue(message, text.length);
   }
 
   private connect(message: Extract<ClientMessage, { msg: 'connect' }>): void {
@@ -204,16 +242,17 @@ export class Session implements SubscriptionHost {
     }
   }
 
-  private enqueue(message: ClientMessage): void {
-    const { inboundHighWater, inboundLimit } = this.server.settings;
-    if (this.queue.length >= inboundLimit) {
-      this.log.warn('dropping a client that sends faster than it can be served', { session: this.id, queued: this.queue.length });
+  private enqueue(message: ClientMessage, bytes: number): void {
+    const { inboundHighWater, inboundHighWaterBytes, inboundLimit, inboundLimitBytes } = this.server.settings;
+    if (this.queue.length >= inboundLimit || this.queuedBytes + bytes > inboundLimitBytes) {
+      this.log.warn('dropping a client that sends faster than it can be served', { session: this.id, queued: this.queue.length, bytes: this.queuedBytes });
       this.sendError(ProtocolErrors.tooManyWaiting());
       this.socket.close();
       return;
     }
-    this.queue.push({ message });
-    if (!this.paused && this.queue.length >= inboundHighWater) {
+    this.queue.push({ message, bytes });
+    this.queuedBytes += bytes;
+    if (!this.paused && (this.queue.length >= inboundHighWater || this.queuedBytes >= inboundHighWaterBytes)) {
       this.paused = true;
       this.socket.pause();
     }
@@ -222,13 +261,32 @@ export class Session implements SubscriptionHost {
 
   private async runQueue(): Promise<void> {
     this.running = true;
+    const { inboundHighWater, inboundHighWaterBytes, writableWaitMs } = this.server.settings;
+    let sliceStart = performance.now();
     while (this.queue.length > 0 && this.state === 'open') {
-      const { message } = this.queue.shift()!;
-      if (this.paused && this.queue.length <= this.server.settings.inboundHighWater / 10) {
+      const { message, bytes } = this.queue.shift()!;
+      this.queuedBytes -= bytes;
+      if (this.paused && this.queue.length <= inboundHighWater / 10 && this.queuedBytes <= inboundHighWaterBytes / 10) {
         this.paused = false;
         this.socket.resume();
       }
+      // A reply or initial data is built only once the client has read what it has.
+      if (message.msg !== 'unsub' && !this.socket.writable) {
+        sessionMetrics.outputWaits.inc();
+        const outcome = await this.socket.whenWritable(writableWaitMs);
+        if (outcome !== 'writable') {
+          if (outcome === 'timeout') {
+            this.log.warn('dropping a client that does not read its replies', { session: this.id, buffered: this.socket.bufferedBytes });
+            this.socket.terminate();
+          }
+          break;
+        }
+      }
       await this.dispatch(message);
+      if (performance.now() - sliceStart >= SLICE_MS) {
+        await yieldToEventLoop();
+        sliceStart = performance.now();
+      }
     }
     this.running = false;
   }
@@ -271,12 +329,13 @@ export class Session implements SubscriptionHost {
     const started = performance.now();
     const randomStream = message.randomSeed === undefined ? undefined : new RandomStream(message.randomSeed);
     const invocation = new MethodInvocation(message.method, this.connection, this, unblock, message.randomSeed, randomStream);
-    let reply: ServerMessage;
+    let reply: ServerMessage | EncodedMessage;
     try {
       const hooked = this.server.dispatching(this.dispatchEvent('method', message.method, message.params));
       if (hooked) await hooked;
       const result = await runInWriteScope({ fence, randomStream }, () => handler.apply(invocation, message.params));
-      reply = result === undefined ? { msg: 'result', id: message.id } : { msg: 'result', id: message.id, result };
+      // Encoded here, so a result that cannot be serialised (too deep, a cycle) is this method's error.
+      reply = encodeMessage(result === undefined ? { msg: 'result', id: message.id } : { msg: 'result', id: message.id, result });
     } catch (error) {
       const { error: clientError, expected } = toClientError(error);
       if (!expected) this.log.error('method failed', { method: message.method, session: this.id, error });
@@ -286,7 +345,8 @@ export class Session implements SubscriptionHost {
       reply = { msg: 'result', id: message.id, error: clientError.toJSON() };
     }
     methodTimes.record(performance.now() - started);
-    this.send(reply);
+    if (reply instanceof EncodedMessage) this.sendEncoded(reply);
+    else this.send(reply);
     fence.arm(() => this.send({ msg: 'updated', methods: [message.id] }));
   }
 
@@ -294,6 +354,11 @@ export class Session implements SubscriptionHost {
 
   private async startSubscription(message: SubMessage, unblock: () => void): Promise<void> {
     if (this.subscriptions.has(message.id)) return; // a repeated sub (e.g. after a client reconnect) is ignored
+    const limit = this.server.settings.maxSubscriptions;
+    if (this.subscriptions.size >= limit) {
+      this.send({ msg: 'nosub', id: message.id, error: TOO_MANY_SUBSCRIPTIONS({ limit }).toJSON() });
+      return;
+    }
     const handler = this.server.publication(message.name);
     if (!handler) {
       this.send({ msg: 'nosub', id: message.id, error: Errors.subscriptionNotFound({ name: message.name }).toJSON() });
@@ -353,6 +418,7 @@ export class Session implements SubscriptionHost {
     clearTimeout(this.handshakeTimer);
     this.heartbeat.stop();
     this.queue = [];
+    this.queuedBytes = 0;
     sessionMetrics.sockets.dec();
     for (const subscription of [...this.subscriptions.values(), ...this.universal]) subscription.deactivate(false);
     this.subscriptions.clear();

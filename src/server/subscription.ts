@@ -33,7 +33,12 @@ class CursorHolder implements Holder, LiveQueryObserver {
   query: LiveQuery | undefined;
   readonly view: CollectionView;
 
-  constructor(mergeBox: MergeBox, collection: string) {
+  constructor(
+    mergeBox: MergeBox,
+    collection: string,
+    /** This connection's handling of a change failed: its merge box can no longer be trusted. */
+    private readonly failed: (error: unknown) => void,
+  ) {
     this.view = mergeBox.register(collection, this);
   }
 
@@ -49,10 +54,15 @@ class CursorHolder implements Holder, LiveQueryObserver {
     return this.query?.fields(key);
   }
 
+  /** Called by the live query for every subscriber in turn: an exception stays with this connection. */
   onChange(change: DocChange): void {
-    if (change.kind === 'added') this.view.added(this, change.key, change.after!, change);
-    else if (change.kind === 'changed') this.view.changed(this, change.key, change.before!, change.after!, change);
-    else this.view.removed(this, change.key, change.before!, change);
+    try {
+      if (change.kind === 'added') this.view.added(this, change.key, change.after!, change);
+      else if (change.kind === 'changed') this.view.changed(this, change.key, change.before!, change.after!, change);
+      else this.view.removed(this, change.key, change.before!, change);
+    } catch (error) {
+      this.failed(error);
+    }
   }
 
   forEach(callback: (key: string, fields: Fields) => void): void {
@@ -157,7 +167,10 @@ export class Subscription {
       throw new Error(`Publish function returned multiple cursors for collection ${[...names].join(', ')}`);
     }
     for (const cursor of cursors) {
-      const holder = new CursorHolder(this.host.mergeBox, cursor.collectionName);
+      const holder = new CursorHolder(this.host.mergeBox, cursor.collectionName, (error) => {
+        this.host.log.error('unexpected failure while sending a change; closing the connection', { sub: this.name, session: this.host.connection.id, error });
+        this.host.connection.close();
+      });
       this.cursorHolders.push(holder);
       const handle = await cursor.observeLive(holder);
       if (this.stopped) {

@@ -10,6 +10,8 @@ import { transportMetrics } from './transport-metrics.js';
 
 export interface Flushable {
   flush(batches: BatchCache): void;
+  /** `flush` threw: close this connection (and log it); the others are flushed as usual. */
+  failed(error: unknown): void;
 }
 
 export class BatchCache {
@@ -61,7 +63,14 @@ function flushAll(): void {
   const batch = dirty;
   dirty = [];
   const cache = new BatchCache();
-  for (let i = 0; i < batch.length; i++) batch[i]!.flush(cache);
+  for (let i = 0; i < batch.length; i++) {
+    const target = batch[i]!;
+    try {
+      target.flush(cache);
+    } catch (error) {
+      target.failed(error);
+    }
+  }
   const ended = performance.now();
   notBefore = ended + Math.min(MAX_GAP_MS, gapFactor * (ended - started));
 }

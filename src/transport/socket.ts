@@ -8,8 +8,8 @@ import type { EncodedMessage } from '../ddp/encoded.js';
 export interface SocketHandlers {
   /** One DDP message (a JSON text) from the client. */
   message(text: string): void;
-  /** A message larger than the configured limit arrived and was dropped unread. */
-  oversize(bytes: number): void;
+  /** The transport refused something the client sent (too large, binary) and dropped it unread; `reason` is a DDP error reason. */
+  refused(reason: string): void;
   close(): void;
 }
 
@@ -19,8 +19,18 @@ export interface DdpSocket {
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
   readonly headers: IncomingHttpHeaders;
-  /** Bytes accepted for sending and not yet handed to the kernel. */
+  /**
+   * Proxies of Perseid's own between the client and this socket, each of which
+   * added itself to X-Forwarded-For (a workers' primary passing on SockJS
+   * requests); counted on top of HTTP_FORWARDED_COUNT.
+   */
+  readonly ownProxies: number;
+  /** Bytes queued for the client and not yet handed to the kernel, whatever the transport. */
   readonly bufferedBytes: number;
+  /** False while the client has a high-water mark of output unread, or the server's output budget holds it back. */
+  readonly writable: boolean;
+  /** Resolves once `writable`, or when the connection closes, or after `timeoutMs`: which of them. */
+  whenWritable(timeoutMs: number): Promise<'writable' | 'closed' | 'timeout'>;
   setHandlers(handlers: SocketHandlers): void;
   /** Queues a message; queued messages go out together at the end of the event-loop turn. */
   send(message: EncodedMessage): void;

@@ -10,9 +10,16 @@ function cors(req: IncomingMessage, res: ServerResponse): void {
   const origin = req.headers.origin;
   res.setHeader('Access-Control-Allow-Origin', origin && origin !== 'null' ? origin : '*');
   res.setHeader('Access-Control-Allow-Credentials', 'true');
+  res.setHeader('Vary', 'Origin');
 }
 
-export function answerSockjsInfo(req: IncomingMessage, res: ServerResponse, baseUrl?: string): void {
+/** `originAllowed`: whether the page asking may connect (see origins.ts); a page that may not gets 403, not CORS headers. */
+export function answerSockjsInfo(req: IncomingMessage, res: ServerResponse, baseUrl: string | undefined, originAllowed: boolean): void {
+  if (!originAllowed) {
+    res.writeHead(403, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end('Origin not allowed (see PERSEID_ALLOWED_ORIGINS)\n');
+    return;
+  }
   cors(req, res);
   if (req.method === 'OPTIONS') {
     res.setHeader('Access-Control-Allow-Methods', 'OPTIONS, GET');

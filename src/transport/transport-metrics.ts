@@ -1,4 +1,4 @@
-/** What the transport counts: messages and bytes out, slow clients dropped. */
+/** What the transport counts: messages and bytes out, unsent output, clients held back or dropped, refused requests. */
 import { metrics } from '../metrics/registry.js';
 
 export const transportMetrics = {
@@ -7,4 +7,9 @@ export const transportMetrics = {
   flushes: metrics.counter('perseid_flushes_total', 'Output flushes (at most one per event-loop turn)'),
   writes: metrics.counter('perseid_socket_writes_total', 'Socket writes (one per connection per event-loop turn with output)'),
   slowClientsDropped: metrics.counter('perseid_slow_clients_dropped_total', 'Connections closed because they did not read their messages'),
+  bufferedBytes: metrics.gauge('perseid_unsent_bytes', 'Output queued for clients and not yet handed to the kernel, over every connection (as last checked)'),
+  budgetHolds: metrics.counter('perseid_output_budget_holds_total', 'Connections held back because the server held more unsent output than its budget'),
+  budgetDrops: metrics.counter('perseid_output_budget_drops_total', 'Connections closed because the server held more unsent output than its budget'),
+  refusedRequests: metrics.counter('perseid_refused_requests_total', 'HTTP requests and upgrades refused (origin not allowed, body too large)'),
+  connectionErrors: metrics.counter('perseid_connection_errors_total', 'Connections closed after an unexpected exception in handling them'),
 };

@@ -14,9 +14,12 @@ import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
 import type { EncodedMessage } from '../ddp/encoded.js';
 import { defineCloseReason } from '../ddp/errors.js';
+import { ProtocolErrors } from '../ddp/messages.js';
 import type { Logger } from '../log.js';
 import { BatchCache, scheduleFlush, type Flushable } from './flush.js';
 import { frameFor, textFrame, type CompressionOptions, type FrameVariant } from './frames.js';
+import type { BudgetMember, OutputBudget } from './output-budget.js';
+import { OutputGate, type GateOutcome } from './output-gate.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
 import { transportMetrics } from './transport-metrics.js';
 
@@ -27,32 +30,37 @@ export interface WebSocketConnectionOptions {
   maxMessageSize: number;
   /** Outgoing bytes a client may leave unread before it is dropped as too slow. */
   maxBufferedBytes: number;
+  /** Unread bytes at which the session stops building replies for this client until it reads. */
+  outputHighWater: number;
+  budget: OutputBudget;
   log: Logger;
 }
 
-/** A SockJS-framed WebSocket whose frame is not a JSON array of strings. */
-const BROKEN_FRAMING = defineCloseReason('BROKEN_FRAMING', 3000, 'Broken framing.');
+/** A SockJS frame (over WebSocket or HTTP) that is not a JSON array of strings. */
+export const BROKEN_FRAMING = defineCloseReason('BROKEN_FRAMING', 3000, 'Broken framing.');
+/** The server failed unexpectedly while handling this connection (logged); other connections are unaffected. */
+export const INTERNAL_ERROR = defineCloseReason('INTERNAL_ERROR', 1011, 'Internal error');
 
-const NO_HANDLERS: SocketHandlers = { message: () => undefined, oversize: () => undefined, close: () => undefined };
-
-function rawDataLength(data: RawData): number {
-  if (Array.isArray(data)) return data.reduce((n, b) => n + b.length, 0);
-  return data instanceof ArrayBuffer ? data.byteLength : data.length;
-}
+const NO_HANDLERS: SocketHandlers = { message: () => undefined, refused: () => undefined, close: () => undefined };
 
 function rawDataText(data: RawData): string {
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
   return Buffer.from(data instanceof ArrayBuffer ? new Uint8Array(data) : data).toString('utf8');
 }
 
-export class WebSocketConnection implements DdpSocket, Flushable {
+export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
   readonly transport: string;
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
   readonly headers: IncomingMessage['headers'];
+  /** Upgrades are handed over as the client's own socket, never proxied by us. */
+  readonly ownProxies = 0;
   private handlers = NO_HANDLERS;
   private pending: EncodedMessage[] = [];
+  /** Characters of the queued messages (their frames are built at flush). */
+  private pendingBytes = 0;
   private closed = false;
+  private readonly gate: OutputGate;
 
   constructor(
     private readonly ws: WebSocket,
@@ -64,15 +72,40 @@ export class WebSocketConnection implements DdpSocket, Flushable {
     this.remoteAddress = request.socket.remoteAddress;
     this.remotePort = request.socket.remotePort;
     this.headers = request.headers;
-    ws.on('message', (data) => this.receive(data));
+    this.gate = new OutputGate(() => this.bufferedBytes, options.outputHighWater);
+    ws.on('message', (data, isBinary) => {
+      try {
+        this.receive(data, isBinary);
+      } catch (error) {
+        this.failed(error);
+      }
+    });
     ws.on('close', () => this.closedByPeer());
-    // ws reports protocol violations (bad UTF-8, oversized frames) here and then closes.
+    // ws reports protocol violations (bad UTF-8, oversized or overly inflating messages) here and then closes.
     ws.on('error', (error) => options.log.debug('websocket error', { error: error.message, remote: this.remoteAddress }));
+    socket.on('drain', () => this.gate.recheck());
+    options.budget.add(this);
     if (options.framing === 'sockjs') socket.write(textFrame('o'));
   }
 
   get bufferedBytes(): number {
-    return this.socket.writableLength;
+    return this.socket.writableLength + this.pendingBytes;
+  }
+
+  get writable(): boolean {
+    return this.gate.open;
+  }
+
+  whenWritable(timeoutMs: number): Promise<GateOutcome> {
+    return this.gate.wait(timeoutMs);
+  }
+
+  hold(on: boolean): void {
+    this.gate.hold(on);
+  }
+
+  dropOverBudget(): void {
+    this.drop();
   }
 
   setHandlers(handlers: SocketHandlers): void {
@@ -81,6 +114,11 @@ export class WebSocketConnection implements DdpSocket, Flushable {
 
   send(message: EncodedMessage): void {
     if (this.closed) return;
+    this.pendingBytes += message.text.length;
+    if (this.socket.writableLength + this.pendingBytes > this.options.maxBufferedBytes) {
+      this.dropSlow(this.socket.writableLength + this.pendingBytes);
+      return;
+    }
     if (this.pending.push(message) === 1) scheduleFlush(this);
   }
 
@@ -88,6 +126,7 @@ export class WebSocketConnection implements DdpSocket, Flushable {
     const messages = this.pending;
     if (messages.length === 0 || this.closed) return;
     this.pending = [];
+    this.pendingBytes = 0;
     // The peer's close frame has arrived and `ws` has answered it: nothing may follow a close frame.
     if (this.ws.readyState !== this.ws.OPEN) return;
     const { variant, compression } = this.options;
@@ -95,19 +134,29 @@ export class WebSocketConnection implements DdpSocket, Flushable {
       messages.length === 1
         ? frameFor(messages[0]!, variant, compression)
         : batches.join(messages, variant, (m) => frameFor(m, variant, compression));
+    // Checked before writing: the cap holds for this batch too, not only after it.
+    if (this.socket.writableLength + bytes.length > this.options.maxBufferedBytes) {
+      this.dropSlow(this.socket.writableLength + bytes.length);
+      return;
+    }
     this.socket.write(bytes);
     transportMetrics.messagesSent.inc(messages.length);
     transportMetrics.bytesSent.inc(bytes.length);
     transportMetrics.writes.inc();
-    if (this.socket.writableLength > this.options.maxBufferedBytes) {
-      transportMetrics.slowClientsDropped.inc();
-      this.options.log.warn('dropping a client that does not read its messages', {
-        remote: this.remoteAddress,
-        buffered: this.socket.writableLength,
-      });
-      this.closed = true;
-      this.ws.terminate();
-    }
+    if (this.socket.writableLength > 0) this.options.budget.changed();
+    this.gate.recheck();
+  }
+
+  failed(error: unknown): void {
+    this.options.log.error('unexpected failure on a connection; closing it', { remote: this.remoteAddress, error });
+    transportMetrics.connectionErrors.inc();
+    if (this.closed) return;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.closed = true;
+    this.gate.close();
+    this.options.budget.delete(this);
+    this.ws.close(INTERNAL_ERROR.code, INTERNAL_ERROR.reason);
   }
 
   /** SockJS's keep-alive frame, for proxies that drop idle connections. */
@@ -118,7 +167,10 @@ export class WebSocketConnection implements DdpSocket, Flushable {
   close(code = 1000, reason = ''): void {
     if (this.closed) return;
     this.flush(new BatchCache());
+    if (this.closed) return; // dropped by that flush
     this.closed = true;
+    this.gate.close();
+    this.options.budget.delete(this);
     if (this.options.framing === 'sockjs') {
       this.socket.write(textFrame(`c[${code === 1000 ? 3000 : code},${JSON.stringify(reason || 'Go away!')}]`));
       this.ws.close(1000);
@@ -128,8 +180,7 @@ export class WebSocketConnection implements DdpSocket, Flushable {
   }
 
   terminate(): void {
-    this.closed = true;
-    this.ws.terminate();
+    this.drop();
   }
 
   pause(): void {
@@ -140,13 +191,28 @@ export class WebSocketConnection implements DdpSocket, Flushable {
     this.ws.resume();
   }
 
-  private receive(data: RawData): void {
+  private dropSlow(buffered: number): void {
+    transportMetrics.slowClientsDropped.inc();
+    this.options.log.warn('dropping a client that does not read its messages', { remote: this.remoteAddress, buffered });
+    this.drop();
+  }
+
+  private drop(): void {
+    this.closed = true;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.gate.close();
+    this.options.budget.delete(this);
+    this.ws.terminate();
+  }
+
+  private receive(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
-    const length = rawDataLength(data);
-    if (length > this.options.maxMessageSize) {
-      this.handlers.oversize(length);
+    if (isBinary) {
+      this.handlers.refused(ProtocolErrors.binaryFrame());
       return;
     }
+    // `ws` has already refused anything above the frame limit (maxPayload), counted as it arrived.
     const text = rawDataText(data);
     if (this.options.framing === 'raw') {
       this.handlers.message(text);
@@ -167,13 +233,18 @@ export class WebSocketConnection implements DdpSocket, Flushable {
         this.close(BROKEN_FRAMING.code, BROKEN_FRAMING.reason);
         return;
       }
-      this.handlers.message(message);
+      const bytes = Buffer.byteLength(message);
+      if (bytes > this.options.maxMessageSize) this.handlers.refused(ProtocolErrors.messageTooLarge({ bytes, limit: this.options.maxMessageSize }));
+      else this.handlers.message(message);
     }
   }
 
   private closedByPeer(): void {
     this.closed = true;
+    this.gate.close();
+    this.options.budget.delete(this);
     this.pending = [];
+    this.pendingBytes = 0;
     const { close } = this.handlers;
     this.handlers = NO_HANDLERS;
     close();

@@ -1,0 +1,59 @@
+/**
+ * Who may read the operational endpoints (`/perseid/stats` today; the metrics
+ * and the dashboard build on this too). They list every live query's selector
+ * and so other users' parameters: private by default. Allowed are requests
+ * from loopback (a person or a scraper on the machine), or, when an admin
+ * token is set (`PERSEID_ADMIN_TOKEN`), only requests carrying it as
+ * `Authorization: Bearer <token>`, loopback included. Behind proxies
+ * (HTTP_FORWARDED_COUNT) the client is the forwarded address, so a proxy on
+ * the same host does not make every visitor "loopback".
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { forwardedAddress, forwardedCountFromEnv } from './connection-handle.js';
+
+export interface AdminAccess {
+  /** The token requests must carry; undefined for loopback-only access. */
+  token: string | undefined;
+  /** Proxies in front of the server. */
+  forwardedCount: number;
+}
+
+export function adminAccessFromEnv(env: NodeJS.ProcessEnv = process.env): AdminAccess {
+  return { token: env.PERSEID_ADMIN_TOKEN || undefined, forwardedCount: forwardedCountFromEnv(env) };
+}
+
+function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  return v4 === '::1' || /^127\.\d+\.\d+\.\d+$/.test(v4);
+}
+
+/** Compares in time independent of where the texts differ (hashing first makes the lengths equal). */
+function sameSecret(given: string, expected: string): boolean {
+  const digest = (text: string) => createHash('sha256').update(text).digest();
+  return timingSafeEqual(digest(given), digest(expected));
+}
+
+/** Why `req` may not read an operational endpoint, or undefined when it may. */
+export function adminRefusal(req: IncomingMessage, access: AdminAccess): { status: 401 | 403; message: string } | undefined {
+  if (access.token !== undefined) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    if (match && sameSecret(match[1]!, access.token)) return undefined;
+    return { status: 401, message: 'Send the admin token: Authorization: Bearer <PERSEID_ADMIN_TOKEN>' };
+  }
+  const client = access.forwardedCount > 0 ? forwardedAddress(req.headers, access.forwardedCount) : req.socket.remoteAddress;
+  if (isLoopback(client)) return undefined;
+  return { status: 403, message: 'Only from the server itself (loopback), or with PERSEID_ADMIN_TOKEN set and sent as a Bearer token' };
+}
+
+/** Answers 401/403 and returns false when `req` may not read an operational endpoint. */
+export function guardAdmin(req: IncomingMessage, res: ServerResponse, access: AdminAccess): boolean {
+  const refusal = adminRefusal(req, access);
+  if (!refusal) return true;
+  const headers: Record<string, string> = { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' };
+  if (refusal.status === 401) headers['www-authenticate'] = 'Bearer realm="perseid"';
+  res.writeHead(refusal.status, headers);
+  res.end(refusal.message + '\n');
+  return false;
+}

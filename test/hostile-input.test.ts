@@ -1,0 +1,337 @@
+/**
+ * Hostile input over every transport: messages nested to exhaust the stack,
+ * `__proto__` in EJSON, messages that grow past the limit fragment by fragment
+ * or while inflating, binary frames, huge and malformed SockJS bodies. None may
+ * crash the server or disturb another client; each is refused with a clear
+ * error or close. And the last-resort handler of `perseid start`, for app code
+ * that fails outside any connection.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import WebSocket from 'ws';
+import { EJSON } from '../src/ddp/ejson.js';
+import { CollectionView } from '../src/server/merge-box.js';
+import { FrameReader, httpRequest, openRawWebSocket, SockjsXhrSession, textFrame, type ServerFrame } from '../scripts/fuzz/wire.js';
+import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
+import { exited, SockjsPeer, startPerseid } from './processes.js';
+
+const TOO_DEEP = 'Message nested too deeply (more than 128 levels)';
+
+const nested = {
+  arrays: (depth: number) => '['.repeat(depth) + ']'.repeat(depth),
+  objects: (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth),
+};
+
+/** Where the nested value goes: alone before `connect`, or as a method's or a subscription's parameter. */
+const positions = {
+  'before connect': (value: string) => value,
+  'as method params': (value: string) => `{"msg":"method","id":"deep","method":"echo","params":[${value}]}`,
+  'as sub params': (value: string) => `{"msg":"sub","id":"deep","name":"all","params":[${value}]}`,
+};
+
+/** A DDP peer on one transport, sending texts as they are. */
+interface Peer {
+  sendText(text: string): void;
+  next(match: (m: Message) => boolean, timeoutMs?: number): Promise<Message>;
+  close(): void;
+}
+
+async function rawPeer(t: TestServer): Promise<Peer> {
+  const peer = await RawPeer.open(t.wsUrl);
+  return { sendText: (text) => peer.send(text), next: (match, ms) => peer.next(match, ms), close: () => peer.close() };
+}
+
+const transports: Record<string, (t: TestServer) => Promise<Peer>> = {
+  websocket: rawPeer,
+  'sockjs websocket': (t) => SockjsPeer.open(`${t.url}/sockjs`, 'websocket'),
+  'sockjs xhr': (t) => SockjsPeer.open(`${t.url}/sockjs`, 'xhr-polling'),
+};
+
+describe('messages nested to exhaust the stack', () => {
+  let t: TestServer;
+  let bystander: RawPeer;
+  before(async () => {
+    t = await startServer((server) => {
+      server.methods({ echo: (x: unknown) => x });
+      server.publish('all', function () {
+        this.ready();
+      });
+    });
+    bystander = await RawPeer.connected(t.wsUrl);
+    bystander.send({ msg: 'sub', id: 'b', name: 'all' });
+    await bystander.next((m) => m.msg === 'ready');
+  });
+  after(async () => {
+    bystander.close();
+    await t.close();
+  });
+
+  for (const [transport, open] of Object.entries(transports)) {
+    for (const depth of [6000, 100000]) {
+      it(`refuses ${depth} levels over ${transport}, wherever they are, and everyone carries on`, async () => {
+        const peer = await open(t);
+        try {
+          let round = 0;
+          for (const [position, place] of Object.entries(positions)) {
+            for (const [shape, value] of Object.entries(nested)) {
+              peer.sendText(place(value(depth)));
+              const refused = await peer.next((m) => m.msg === 'error' && m.reason === TOO_DEEP, 10000);
+              assert.equal(refused.offendingMessage, undefined, `${position}, ${shape}: the message is not echoed`);
+              if (round === 0) {
+                peer.sendText(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] }));
+                await peer.next((m) => m.msg === 'connected');
+              }
+              const id = `after-${round++}`;
+              peer.sendText(JSON.stringify({ msg: 'method', id, method: 'echo', params: [id] }));
+              assert.equal((await peer.next((m) => m.msg === 'result' && m.id === id)).result, id, `${position}, ${shape}: the connection still works`);
+            }
+          }
+          const { result } = await bystander.call(`b-${transport}-${depth}`, 'echo', ['still here']);
+          assert.equal(result.result, 'still here');
+          assert.equal(bystander.closed, undefined);
+        } finally {
+          peer.close();
+        }
+      });
+    }
+  }
+
+  it('still accepts 128 levels', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    // The message itself is one object and its params one array: 126 levels of value fit.
+    peer.send(`{"msg":"method","id":"ok","method":"echo","params":[${nested.arrays(126)}]}`);
+    const result = await peer.next((m) => m.msg === 'result');
+    assert.equal(result.error, undefined);
+    peer.close();
+  });
+});
+
+describe('__proto__ and friends in EJSON', () => {
+  const polluted = () => ({}) as Record<string, unknown>;
+
+  it('decodes them as own data keys, never as the prototype', () => {
+    for (const text of [
+      '{"$escape":{"__proto__":{"polluted":true}}}',
+      '{"__proto__":{"polluted":true},"at":{"$date":1}}',
+      '[{"__proto__":{"polluted":true},"b":{"$binary":"AA=="}}]',
+    ]) {
+      const value = EJSON.parse(text) as Record<string, unknown>;
+      const decoded = Array.isArray(value) ? (value[0] as Record<string, unknown>) : value;
+      assert.equal(Object.getPrototypeOf(decoded), Object.prototype, text);
+      assert.ok(Object.hasOwn(decoded, '__proto__'), `${text}: kept as a key`);
+      assert.equal(decoded.polluted, undefined, text);
+      assert.deepEqual(Object.keys(decoded).includes('__proto__'), true);
+    }
+    assert.equal(polluted().polluted, undefined);
+  });
+
+  it('clones and encodes them as own data keys', () => {
+    const value = JSON.parse('{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"prototype":{"x":1},"at":{"$date":5}}') as Record<string, unknown>;
+    for (const copy of [EJSON.clone(value), EJSON.fromJSONValue(value) as Record<string, unknown>]) {
+      assert.equal(Object.getPrototypeOf(copy), Object.prototype);
+      assert.ok(Object.hasOwn(copy, '__proto__') && Object.hasOwn(copy, 'constructor') && Object.hasOwn(copy, 'prototype'));
+      assert.equal(copy.polluted, undefined);
+    }
+    const withDate = { at: new Date(5) } as Record<string, unknown>;
+    Object.defineProperty(withDate, '__proto__', { value: { polluted: true }, enumerable: true, writable: true, configurable: true });
+    const json = EJSON.toJSONValue(withDate) as Record<string, unknown>;
+    assert.equal(Object.getPrototypeOf(json), Object.prototype);
+    assert.ok(Object.hasOwn(json, '__proto__'));
+    assert.equal(EJSON.stringify(withDate, { canonical: true }), '{"__proto__":{"polluted":true},"at":{"$date":5}}');
+    assert.equal(polluted().polluted, undefined);
+    assert.equal(({} as Record<string, unknown>).constructor, Object);
+  });
+
+  it('reaches a method as own keys, over the wire', async () => {
+    const t = await startServer((server) =>
+      server.methods({
+        inspect: (doc: unknown) => ({
+          prototypeIsObject: Object.getPrototypeOf(doc as object) === Object.prototype,
+          ownKeys: Object.keys(doc as object).sort(),
+          polluted: (doc as Record<string, unknown>).polluted ?? null,
+        }),
+      }),
+    );
+    try {
+      const peer = await RawPeer.connected(t.wsUrl);
+      for (const params of ['[{"$escape":{"__proto__":{"polluted":true}}}]', '[{"__proto__":{"polluted":true},"at":{"$date":1}}]']) {
+        peer.send(`{"msg":"method","id":"p","method":"inspect","params":${params}}`);
+        const { result } = (await peer.next((m) => m.msg === 'result')) as { result: { prototypeIsObject: boolean; ownKeys: string[]; polluted: unknown } };
+        assert.equal(result.prototypeIsObject, true, params);
+        assert.ok(result.ownKeys.includes('__proto__'), params);
+        assert.equal(result.polluted, null, params);
+      }
+      peer.close();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('frames and bodies beyond the limits', () => {
+  let t: TestServer;
+  before(async () => {
+    t = await startServer((server) => server.methods({ echo: (x: unknown) => x }), { maxMessageSize: 1024 * 1024 });
+  });
+  after(() => t.close());
+
+  async function bystanderWorks(): Promise<void> {
+    const peer = await RawPeer.connected(t.wsUrl);
+    assert.equal((await peer.call('ok', 'echo', ['fine'])).result.result, 'fine');
+    peer.close();
+  }
+
+  /** Frames the server sends until it closes; resolves with the close code. */
+  function closeCode(socket: Socket, timeoutMs = 5000): Promise<number> {
+    const reader = new FrameReader();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the server did not close the connection')), timeoutMs);
+      socket.on('data', (chunk: Buffer) => {
+        for (const frame of reader.push(chunk) as ServerFrame[]) {
+          if (frame.opcode === 0x8) {
+            clearTimeout(timer);
+            resolve(frame.payload.readUInt16BE(0));
+          }
+        }
+      });
+      socket.resume();
+    });
+  }
+
+  it('closes a fragmented message as soon as its fragments pass the limit, before it ends', async () => {
+    const { socket, response } = await openRawWebSocket(t.port);
+    assert.match(response, /^HTTP\/1.1 101/);
+    const closed = closeCode(socket);
+    const piece = 'x'.repeat(600 * 1024);
+    socket.write(textFrame(`{"msg":"connect","pad":"${piece}`, { fin: false }));
+    socket.write(Buffer.concat([Buffer.from([0x00]), textFrame(piece, { fin: false }).subarray(1)])); // a continuation frame, not final
+    assert.equal(await closed, 1009);
+    socket.destroy();
+    await bystanderWorks();
+  });
+
+  it('stops inflating a compressed message at the limit (a deflate bomb closes with 1009)', async () => {
+    const ws = new WebSocket(t.wsUrl, { perMessageDeflate: { threshold: 0 } });
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    assert.match(String(ws.extensions), /permessage-deflate/);
+    const closed = new Promise<number>((resolve) => ws.once('close', resolve));
+    ws.on('error', () => undefined);
+    ws.send(`{"msg":"connect","version":"1","support":["1"],"pad":"${'0'.repeat(15 * 1024 * 1024)}"}`, { compress: true });
+    assert.equal(await closed, 1009);
+    await bystanderWorks();
+  });
+
+  it('refuses an xhr_send body above the limit by its length, unread, with 413', async () => {
+    const session = await SockjsXhrSession.open(t.port);
+    const reply = await httpRequest(t.port, 'POST', `${session.base}/xhr_send`, Buffer.alloc(3 * 1024 * 1024, 0x20), { 'content-type': 'text/plain' });
+    assert.equal(reply.status, 413);
+    await bystanderWorks();
+  });
+
+  it('refuses a chunked xhr_send body as it passes the limit, while /health stays responsive', async () => {
+    const session = await SockjsXhrSession.open(t.port);
+    let sent = 0;
+    const total = 64 * 1024 * 1024;
+    async function* body(): AsyncGenerator<Buffer> {
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      chunk[0] = 0x5b; // '[': the start of a JSON array that never ends
+      yield chunk;
+      chunk[0] = 0x20;
+      for (sent = chunk.length; sent < total; sent += chunk.length) yield chunk;
+    }
+    const upload = httpRequest(t.port, 'POST', `${session.base}/xhr_send`, body(), { 'content-type': 'text/plain' }).catch((error: Error) => error);
+    const latencies: number[] = [];
+    let done = false;
+    void upload.then(() => (done = true));
+    while (!done) {
+      const started = performance.now();
+      const health = await httpRequest(t.port, 'GET', '/health');
+      assert.equal(health.status, 200);
+      latencies.push(performance.now() - started);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const outcome = await upload;
+    if (!(outcome instanceof Error)) assert.equal(outcome.status, 413);
+    assert.ok(sent < 16 * 1024 * 1024, `the server stopped reading long before the end (read ${sent} of ${total} bytes)`);
+    assert.ok(Math.max(...latencies) < 1000, `/health answered within a second throughout (worst ${Math.round(Math.max(...latencies))} ms)`);
+    await bystanderWorks();
+  });
+
+  it('closes a SockJS xhr session whose messages are not strings, and nothing else', async () => {
+    const session = await SockjsXhrSession.open(t.port);
+    const sent = await session.send('[[1],{"msg":"connect"}]');
+    assert.equal(sent.status, 204);
+    const polled = await session.poll();
+    assert.deepEqual(polled.closed, [3000, 'Broken framing.']);
+    await bystanderWorks();
+  });
+});
+
+describe("an exception in one connection's handling", () => {
+  it('closes that connection only: the server and the other subscribers carry on', async () => {
+    const t = await startServer((server, { collection }) => {
+      const items = collection('items');
+      server.publish('items', () => items.find());
+      server.methods({ add: (n: unknown) => items.insertAsync({ n }) });
+    });
+    // A fault in the merge box, injected for the first subscriber the change reaches: bugs cannot be made to order.
+    const original = CollectionView.prototype.added;
+    let armed = false;
+    CollectionView.prototype.added = function (this: CollectionView, ...args: Parameters<CollectionView['added']>) {
+      if (armed) {
+        armed = false;
+        throw new Error('injected fault');
+      }
+      return original.apply(this, args);
+    };
+    try {
+      const [a, b, writer] = await Promise.all([1, 2, 3].map(() => RawPeer.connected(t.wsUrl)));
+      for (const peer of [a!, b!]) {
+        peer.send({ msg: 'sub', id: 's', name: 'items' });
+        await peer.next((m) => m.msg === 'ready');
+      }
+      armed = true;
+      const { result } = await writer!.call('w', 'add', [1]);
+      assert.equal(result.error, undefined, 'the write succeeds');
+      const [broken, whole] = await Promise.race([a!.waitClosed().then(() => [a!, b!]), b!.waitClosed().then(() => [b!, a!])]);
+      assert.ok(broken!.closed);
+      assert.equal((await whole!.next((m) => m.msg === 'added')).collection, 'items', 'the other subscriber got the change');
+      assert.equal(whole!.closed, undefined);
+      assert.equal((await writer!.call('w2', 'add', [2])).result.error, undefined, 'the server carries on');
+      await whole!.next((m) => m.msg === 'added');
+      for (const peer of [whole!, writer!]) peer.close();
+    } finally {
+      CollectionView.prototype.added = original;
+      await t.close();
+    }
+  });
+});
+
+describe('the last resort of `perseid start`', () => {
+  for (const [method, kind] of [
+    ['crashLater', 'uncaught exception'],
+    ['rejectLater', 'unhandled promise rejection'],
+  ] as const) {
+    it(`logs an ${kind} in app code on one line with its stack and exits with status 1`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'perseid-last-resort-'));
+      try {
+        const server = await startPerseid('dist/test/fixtures/hostile-app.js', ['--port', '0', '--data-dir', dir]);
+        const peer = await RawPeer.connected(`ws://127.0.0.1:${server.port}/websocket`);
+        peer.send({ msg: 'method', id: 'm', method, params: [] });
+        assert.equal(await exited(server.child), 1);
+        const line = server.log().split('\n').find((l) => l.includes(`${kind}: exiting`));
+        assert.ok(line, `one line says so: ${server.log()}`);
+        assert.match(line, /ERROR/);
+        assert.match(line, /deliberate (failure outside any method|rejection nobody handles)/);
+        assert.match(line, /at .*hostile-app\.js/, 'with the stack');
+        peer.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
