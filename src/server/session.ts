@@ -316,8 +316,7 @@ export class Session implements SubscriptionHost {
     if ('failed' in outcome) {
       this.send({ msg: 'failed', version: outcome.failed });
       // Whatever the client pipelined after this connect is ignored (it will reconnect).
-      this.state = 'closed';
-      this.socket.close();
+      this.end();
       return;
     }
     clearTimeout(this.handshakeTimer);
