@@ -7,7 +7,8 @@
  * when the session is gone (its grace period or its cap passed) or the
  * reconnect lands on another process, the client starts a fresh session and
  * its data converges; a deliberate disconnect or close ends a session at once;
- * the sessions waiting for their clients are capped.
+ * SockJS's WebSocket transport resumes too; the sessions waiting for their
+ * clients are capped.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,6 +16,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import WebSocket from 'ws';
 import { DDPClient } from '../src/client/node.js';
 import type { ServerOptions } from '../src/server/app.js';
 import { FAST_BACKOFF } from './client-peer.js';
@@ -107,6 +109,34 @@ function clientOver(relay: Relay): { client: DDPClient; errors: Error[]; added: 
   });
   client.on('connected', (session, resumed) => connects.push({ session, resumed }));
   return { client, errors, added, connects };
+}
+
+/** SockJS's WebSocket transport by hand (`/sockjs/<server>/<session>/websocket`), to drop it without a close frame. */
+class SockjsSocket {
+  readonly messages: Message[] = [];
+  private constructor(readonly ws: WebSocket) {
+    ws.on('message', (data) => {
+      const frame = String(data);
+      if (frame.startsWith('a')) for (const text of JSON.parse(frame.slice(1)) as string[]) this.messages.push(JSON.parse(text) as Message);
+    });
+  }
+
+  static async open(httpUrl: string): Promise<SockjsSocket> {
+    const ws = new WebSocket(`${httpUrl.replace('http', 'ws')}/sockjs/000/${Math.random().toString(36).slice(2, 10)}/websocket`);
+    const socket = new SockjsSocket(ws);
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    return socket;
+  }
+
+  send(message: Message): void {
+    this.ws.send(JSON.stringify([JSON.stringify(message)]));
+  }
+
+  async next(match: (m: Message) => boolean): Promise<Message> {
+    let found: Message | undefined;
+    await eventually(() => (found = this.messages.find(match)) !== undefined, 'a message over SockJS');
+    return found!;
+  }
 }
 
 /** A gate the server's `gated` method waits at until the test opens it. */
@@ -374,6 +404,27 @@ describe('session resumption', () => {
         peer.close();
         await eventually(() => t.server.sessionCount === 1, 'the new one closed');
       }
+    });
+
+    it("resumes over SockJS's WebSocket transport; a close frame there still ends the session at once", async () => {
+      const first = await SockjsSocket.open(t.url);
+      first.send({ msg: 'connect', version: '1', support: ['1'] });
+      const { session } = await first.next((m) => m.msg === 'connected');
+      first.send({ msg: 'sub', id: 's1', name: 'items', params: [] });
+      await first.next((m) => m.msg === 'ready');
+      const waitingBefore = t.server.awaitingResumeCount;
+      first.ws.terminate();
+      await eventually(() => t.server.awaitingResumeCount === waitingBefore + 1, 'the session waiting');
+      const second = await SockjsSocket.open(t.url);
+      second.send({ msg: 'connect', version: '1', support: ['1'], session, receivedCount: first.messages.length - 1 });
+      await second.next((m) => m.msg === 'ready');
+      assert.deepEqual(second.messages, [{ msg: 'connected', session }, { msg: 'ready', subs: ['s1'] }]);
+      assert.equal(t.server.awaitingResumeCount, waitingBefore);
+      // Closed with a close frame (sockjs-client's close()): over and done, nothing waits.
+      const sessions = t.server.sessionCount;
+      second.ws.close();
+      await eventually(() => t.server.sessionCount === sessions - 1, 'the session ending');
+      assert.equal(t.server.awaitingResumeCount, waitingBefore);
     });
 
     it('caps the sessions waiting for their clients', async () => {
