@@ -67,6 +67,19 @@ export class PeerSocket {
     await this.next((message) => message.msg === 'pong' && message.id === id);
   }
 
+  /** Whether the client sends `connect` on this connection before it closes it. */
+  saysConnect(): Promise<boolean> {
+    if (this.received.some((m) => m.msg === 'connect')) return Promise.resolve(true);
+    if (this.ws.readyState === this.ws.CLOSED) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      this.ws.once('close', () => resolve(this.received.some((m) => m.msg === 'connect')));
+      this.next('connect').then(
+        () => resolve(true),
+        () => resolve(false),
+      );
+    });
+  }
+
   /** Drops the connection without a closing handshake. */
   drop(): void {
     this.ws.terminate();

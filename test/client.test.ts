@@ -94,10 +94,14 @@ describe('client handshake', () => {
   });
 
   it('abandons an attempt that gets no `connected` in time, and tries again', async () => {
-    await scenario({ connectTimeout: 50 }, async (peer, client) => {
-      await (await peer.connection()).next('connect');
-      const second = await peer.connection();
-      await second.handshake('s2');
+    await scenario({ connectTimeout: 100 }, async (peer, client) => {
+      // Leave attempts unanswered until one has said `connect` (on a loaded machine an attempt
+      // may be abandoned before its socket even opens): the client must give that one up too.
+      for (let attempts = 1; !(await (await peer.connection()).saysConnect()); attempts++) {
+        assert.ok(attempts < 20, 'no attempt said connect');
+      }
+      const next = await peer.connection();
+      await next.handshake('s2');
       assert.equal(await client.connect(), 's2');
     });
   });

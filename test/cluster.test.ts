@@ -12,14 +12,14 @@ import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl, startService } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
 import { eventually, exited, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
+import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
 const mongo = await serviceUrl('mongo-java-server');
 const redis = await serviceUrl('redis');
-const missing = [!mongo && 'mongo-java-server', !redis && 'redis'].filter(Boolean);
-if (missing.length) console.log(`# SKIPPED the cluster suite: ${missing.join(' and ')} not running; ${HOW_TO_START}`);
+const skip = needsServices({ 'mongo-java-server': mongo, redis });
 
 interface Who {
   pid: number;
@@ -94,7 +94,7 @@ function count(values: number[], value: number | undefined): number {
   return values.filter((v) => v === value).length;
 }
 
-describe('a cluster of servers', { skip: missing.length > 0 }, () => {
+describe('a cluster of servers', { skip }, () => {
   describe('discovery and balancing (registry in Redis)', () => {
     let database: ReturnType<typeof freshDatabase>;
     let balancer: PerseidProcess;

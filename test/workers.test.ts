@@ -11,15 +11,15 @@ import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
 import { SockjsXhrSession } from '../scripts/fuzz/wire.js';
 import { eventually, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
+import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
 /** The primary runs behind one proxy (HTTP_FORWARDED_COUNT=1): its operators ask through it, from its host. */
 const ASKED_ON_THE_PROXY_HOST = { headers: { 'x-forwarded-for': '127.0.0.1' } };
 const mongo = await serviceUrl('mongo-java-server');
-if (!mongo) console.log(`# SKIPPED the workers suite: mongo-java-server is not running; ${HOW_TO_START}`);
 
 interface Who {
   pid: number;
@@ -38,7 +38,7 @@ function ddp(url: string): SimpleDDP {
   return new SimpleDDP({ endpoint: `${url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, reconnectInterval: 100, maxTimeout: 4000 });
 }
 
-describe('perseid start --workers 2', { skip: !mongo }, () => {
+describe('perseid start --workers 2', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
   let primary: PerseidProcess;
   let database: ReturnType<typeof freshDatabase>;
   const clients: SimpleDDP[] = [];

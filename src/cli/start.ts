@@ -101,9 +101,10 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
   return { ...DEFAULT_COMPRESSION, threshold };
 }
 
-/** Creates the server and runs the app's setup on it. */
-async function bootApp(setup: AppSetup, appPath: string, options: ServerOptions): Promise<PerseidServer> {
+/** Creates the server, reporting the database's health on /health, and runs the app's setup on it. */
+async function bootApp(setup: AppSetup, appPath: string, options: ServerOptions, database: Database): Promise<PerseidServer> {
   const server = createServer({ ...options, clientVersion: process.env.PERSEID_CLIENT_VERSION || undefined });
+  server.healthCheck('database', () => database.driver.problem?.());
   await runAppSetup(setup, server, appPath);
   return server;
 }
@@ -224,7 +225,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     setDefaultDatabaseOptions({ feed, fanout: fanout?.store });
     const setup = await loadAppModule(appPath);
     const database = await openAppDatabase(undefined);
-    const server = await bootApp(setup, appPath, serverOptions);
+    const server = await bootApp(setup, appPath, serverOptions, database);
     await serveAsWorker(server);
     const stopJobs = await startJobs(server, database, values, env, id, log);
     process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
@@ -282,7 +283,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   setDefaultDatabaseOptions({ dataDir, fsync: values.fsync === true, fanout: fanout?.store });
   const setup = await loadAppModule(appPath);
   const database = await openAppDatabase(embedded ? dataDir : undefined);
-  const server = await bootApp(setup, appPath, serverOptions);
+  const server = await bootApp(setup, appPath, serverOptions, database);
   const bound = await listenOn(() => server.listen(port, host), port, host);
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;

@@ -48,6 +48,8 @@ export interface DatabaseOptions extends RegistryOptions {
   pollIntervalMs?: number;
   /** How long a MongoDB operation waits for a reachable server before failing with 503 (default 10000). */
   serverSelectionTimeoutMs?: number;
+  /** How long a MongoDB operation may go unanswered before failing with 503 (default PERSEID_MONGO_TIMEOUT_MS or 30000). */
+  operationTimeoutMs?: number;
   /** A worker's link to its primary's change feed (change source `ipc`). */
   feed?: { link: FeedLink; name: string };
   /** Cross-server fan-out (see MongoStoreOptions.fanout). */
@@ -69,6 +71,7 @@ export async function openDatabase(options: DatabaseOptions = {}): Promise<Datab
       changeSource,
       pollIntervalMs: options.pollIntervalMs ?? (Number(process.env.PERSEID_POLL_INTERVAL_MS) || undefined),
       serverSelectionTimeoutMs: options.serverSelectionTimeoutMs,
+      operationTimeoutMs: options.operationTimeoutMs ?? (Number(process.env.PERSEID_MONGO_TIMEOUT_MS) || undefined),
       feed: options.feed,
       fanout: options.fanout,
     });

@@ -40,6 +40,8 @@ export interface StorageDriver {
   readonly kind: string;
   readonly changes: ChangeSource;
   collection(name: string): CollectionDriver;
+  /** Why the database cannot take writes now (for /health), or undefined when it can. */
+  problem?(): string | undefined;
   close(): Promise<void>;
 }
 

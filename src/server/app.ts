@@ -139,6 +139,7 @@ export class PerseidServer implements SessionServer {
   private draining = false;
   /** Wakes a drain waiting between two closes when the last connection has gone. */
   private lastGone: (() => void) | undefined;
+  private readonly healthChecks = new Map<string, () => string | undefined>();
   private readonly door: FrontDoor;
   private readonly addressLimit: AddressLimit;
 
@@ -373,8 +374,20 @@ export class PerseidServer implements SessionServer {
     return this.sockets.size;
   }
 
+  /** Adds a check to /health: it answers 503 `failing` with the reason while `check` returns one (e.g. a database that cannot write). */
+  healthCheck(name: string, check: () => string | undefined): this {
+    this.healthChecks.set(name, check);
+    return this;
+  }
+
   health(): HealthReport {
-    return { status: this.draining ? 'draining' : 'ok', role: this.role, sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+    const report = { role: this.role, sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+    if (this.draining) return { status: 'draining', ...report };
+    const problems = [...this.healthChecks].flatMap(([name, check]) => {
+      const problem = check();
+      return problem ? [`${name}: ${problem}`] : [];
+    });
+    return problems.length ? { status: 'failing', reason: problems.join('; '), ...report } : { status: 'ok', ...report };
   }
 
   // ---- SessionServer ----

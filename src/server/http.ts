@@ -43,7 +43,9 @@ export interface HttpOptions {
 }
 
 export interface HealthReport {
-  status: 'ok' | 'draining';
+  /** `failing`: something the server needs does not work (say, the database cannot take writes); see `reason`. */
+  status: 'ok' | 'draining' | 'failing';
+  reason?: string;
   /** `web`, `jobs` or `all` (see ServerOptions.role). */
   role: string;
   sessions: number;

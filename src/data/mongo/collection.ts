@@ -7,7 +7,7 @@
 import type { Collection as RawCollection, Document as BsonDocument } from 'mongodb';
 import { idStringify } from '../../ddp/ids.js';
 import { selectorIds } from '../../query/selector.js';
-import type { CollectionDriver, QueryResult, WriteOutcome } from '../driver.js';
+import { DatabaseUnavailableError, type CollectionDriver, type QueryResult, type WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import type { ChangeHub, WriteToken } from './change-hub.js';
 import type { PublishedChange } from './fanout-feeder.js';
@@ -25,6 +25,8 @@ export interface MongoCollectionHost {
   countRead(n: number): void;
   /** Wraps driver errors (network, server selection) in errors the caller can act on. */
   translate(error: unknown): Error;
+  /** An operation with no answer after this long fails as unavailable (see MongoStoreOptions). */
+  operationTimeoutMs: number;
 }
 
 function isOperatorModifier(modifier: Document): boolean {
@@ -150,10 +152,18 @@ export class MongoCollection implements CollectionDriver {
   }
 
   private async call<T>(operation: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    // The driver has no deadline for an operation on a connection that went silent; the caller gets one.
+    const deadline = new Promise<never>((_, reject) => {
+      const ms = this.host.operationTimeoutMs;
+      timer = setTimeout(() => reject(new DatabaseUnavailableError(`MongoDB gave no answer within ${ms} ms (the operation's outcome is unknown)`)), ms);
+    });
     try {
-      return await operation();
+      return await Promise.race([operation(), deadline]);
     } catch (error) {
       throw this.host.translate(error);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }
