@@ -104,11 +104,15 @@ describe('perseid CLI', () => {
   it('refuses a second server on the same data directory', async () => {
     const dir = tempDir();
     const first = await start(dir);
-    const second = spawnSync(process.execPath, [CLI, 'start', APP, '--port', '0', '--data-dir', dir], { encoding: 'utf8', timeout: 10000 });
-    assert.equal(second.status, 1);
-    assert.match(second.stderr, new RegExp(`^perseid start: The data directory ${dir} is in use by another process \\(pid ${first.child.pid} on [^\n]*\\): stop it[^\n]*\n$`));
-    first.child.kill('SIGTERM');
-    await exited(first.child);
+    try {
+      const second = spawnSync(process.execPath, [CLI, 'start', APP, '--port', '0', '--data-dir', dir], { encoding: 'utf8', timeout: 10000 });
+      assert.equal(second.status, 1);
+      assert.match(second.stderr, new RegExp(`^perseid start: The data directory ${dir} is in use by another process \\(pid ${first.child.pid} on [^\n]*\\): stop it[^\n]*\n$`));
+    } finally {
+      // A failed check must not leave the server holding the test file open.
+      first.child.kill('SIGTERM');
+      await exited(first.child);
+    }
   });
 
   it('keeps every acknowledged insert through kill -9 and a restart', async () => {

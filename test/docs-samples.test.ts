@@ -20,6 +20,7 @@ import { createCommand } from '../src/cli/create.js';
 import { devCommand } from '../src/cli/dev.js';
 import { loadCommand } from '../src/cli/load.js';
 import { startCommand } from '../src/cli/start.js';
+import { storeCommand } from '../src/cli/store.js';
 import { AccountsClient, DDPClient, type TokenStorage } from '../src/client/node.js';
 import { runScenario } from '../src/load/run-scenario.js';
 import type { PerseidServer } from '../src/server/app.js';
@@ -293,7 +294,7 @@ function commandLines(): Array<{ page: string; line: string; args: string[] }> {
   return out;
 }
 
-const SPECS: Record<string, CommandSpec> = { create: createCommand, dev: devCommand, start: startCommand, load: loadCommand, autoscale: autoscaleCommand };
+const SPECS: Record<string, CommandSpec> = { create: createCommand, dev: devCommand, start: startCommand, load: loadCommand, autoscale: autoscaleCommand, store: storeCommand };
 
 describe('docs samples', () => {
   const work = mkdtempSync(join(tmpdir(), 'perseid-docs-'));

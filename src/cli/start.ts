@@ -17,6 +17,7 @@ import { integerOption, UsageError, type CommandSpec, type Parsed } from './args
 import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
+import { StoreError } from '../data/embedded/store-errors.js';
 import { readRole, roleOptions, startJobs } from './jobs-role.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
@@ -114,9 +115,8 @@ async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
   try {
     return await getDefaultDatabase();
   } catch (error) {
-    if (error instanceof DatabaseUnavailableError || error instanceof StartupError || dataDir === undefined) throw error;
-    const owner = /in use by process (\d+)/.exec((error as Error).message)?.[1];
-    if (owner) throw new StartupError(`the data directory ${dataDir} is in use by process ${owner} (another perseid start?): stop it, or choose another with --data-dir`, error);
+    // A store in use or damaged already says what to do, in one line.
+    if (error instanceof DatabaseUnavailableError || error instanceof StartupError || error instanceof StoreError || dataDir === undefined) throw error;
     throw new StartupError(`cannot open the data directory ${dataDir}: ${(error as Error).message}`, error);
   }
 }

@@ -4,6 +4,7 @@
  * environment: `MONGO_URL` for MongoDB, otherwise the embedded store in
  * `PERSEID_DATA_DIR` (default `.perseid/data`).
  */
+import { fileURLToPath } from 'node:url';
 import { metrics } from '../metrics/registry.js';
 import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
 import type { StorageDriver } from '../data/driver.js';
@@ -81,6 +82,22 @@ export async function openDatabase(options: DatabaseOptions = {}): Promise<Datab
   const fsync = options.fsync ?? process.env.PERSEID_FSYNC === '1';
   const store = await openEmbeddedStore({ dir, fsync });
   return new Database(store, options);
+}
+
+/**
+ * Two copies of this module in one process (a global `perseid` command running
+ * an app that imports its own, a path mapping to the sources) would each keep
+ * a default database, metrics and live queries of their own: the app's writes
+ * would land where the server does not look. Refuse the second copy at once.
+ */
+const LOADED_FROM = Symbol.for('perseid.collections.database');
+const registry = globalThis as { [LOADED_FROM]?: string };
+registry[LOADED_FROM] ??= import.meta.url;
+if (registry[LOADED_FROM] !== import.meta.url) {
+  throw new Error(
+    `perseid is loaded twice, from ${fileURLToPath(registry[LOADED_FROM])} and ${fileURLToPath(import.meta.url)}: ` +
+      'run the app with the perseid it imports (npx perseid in its directory), and map no `perseid` import to another copy',
+  );
 }
 
 let defaultDatabase: Promise<Database> | undefined;
