@@ -9,13 +9,13 @@
  * `sendMessage({group, message})`, which does exactly one insert for them.
  */
 import { fileURLToPath } from 'node:url';
-import { Collection, DDPError, type PerseidServer } from 'perseid';
+import { Collection, DDPError, Random, type PerseidServer } from 'perseid';
 import { accounts } from 'perseid/accounts';
 
 export interface Message {
   _id: string;
   group: string;
-  /** The user's id, or the connection's for an anonymous sender. */
+  /** The user's id, or an alias of the connection for an anonymous sender. */
   user: string;
   /** Set for logged-in senders. */
   username?: string;
@@ -87,22 +87,33 @@ export function createChat(options: ChatOptions = {}) {
     await Presences.removeAsync({});
     for (const room of DEFAULT_ROOMS) await Rooms.updateAsync(room, { $setOnInsert: { createdAt: new Date() } }, { upsert: true });
 
+    // What other clients see of a connection: an alias, never its id (which a client can resume the session with).
+    const aliases = new Map<string, string>();
+    const aliasOf = (connectionId: string): string => {
+      let alias = aliases.get(connectionId);
+      if (alias === undefined) aliases.set(connectionId, (alias = Random.id()));
+      return alias;
+    };
+
     users.onLogin(async ({ user, connection }) => {
       if (!user) return;
       const username = user.username ?? user.emails?.[0]?.address ?? 'someone';
-      await Presences.updateAsync(connection.id, { $set: { userId: user._id, username, since: new Date() } }, { upsert: true });
+      await Presences.updateAsync(aliasOf(connection.id), { $set: { userId: user._id, username, since: new Date() } }, { upsert: true });
     });
-    users.onLogout(({ connection }) => Presences.removeAsync(connection.id));
+    users.onLogout(({ connection }) => Presences.removeAsync(aliasOf(connection.id)));
     server.onConnection((connection) =>
       connection.onClose(() => {
-        Presences.removeAsync(connection.id).catch((error: unknown) => server.log.debug('presence not cleared (stopping?)', { error }));
+        const alias = aliases.get(connection.id);
+        aliases.delete(connection.id);
+        if (alias === undefined) return;
+        Presences.removeAsync(alias).catch((error: unknown) => server.log.debug('presence not cleared (stopping?)', { error }));
       }),
     );
 
     server.methods({
       async sendMessage(args: unknown) {
         const { group, message } = (args ?? {}) as Record<string, unknown>;
-        const doc: Omit<Message, '_id'> = { group: text(group, 'group', 100), text: text(message, 'message', 2000), user: this.userId ?? this.connection.id, at: new Date() };
+        const doc: Omit<Message, '_id'> = { group: text(group, 'group', 100), text: text(message, 'message', 2000), user: this.userId ?? aliasOf(this.connection.id), at: new Date() };
         await options.beforeSend?.({ group: doc.group, text: doc.text });
         if (BLOCKED.test(doc.text)) throw new DDPError(400, 'Message refused: it looks like spam');
         if (this.userId) {
