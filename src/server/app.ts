@@ -366,7 +366,8 @@ export class PerseidServer implements SessionServer {
   }
 
   get sessionCount(): number {
-    return this.sessions.size;
+    // Sessions whose client is connected; those waiting for theirs to come back are awaitingResumeCount.
+    return this.sessions.size - this.parked.size;
   }
 
   /** Client connections open now, counted from the upgrade (before their DDP handshake). */
@@ -381,7 +382,7 @@ export class PerseidServer implements SessionServer {
   }
 
   health(): HealthReport {
-    const report = { role: this.role, sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+    const report = { role: this.role, sessions: this.sessionCount, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
     if (this.draining) return { status: 'draining', ...report };
     const problems = [...this.healthChecks].flatMap(([name, check]) => {
       const problem = check();
