@@ -121,7 +121,9 @@ describe('the chat example in headless Chromium', { skip }, () => {
   });
 
   it('shows who is online, and unread counts for the other rooms', async () => {
-    await bob.waitForFunction(() => [...document.querySelectorAll('#online li')].map((li) => li.textContent).join() === 'alice,bob');
+    await bob.waitForFunction(() => [...document.querySelectorAll('#online li')].map((li) => li.textContent).join() === 'alice,bob').catch(async (error: unknown) => {
+      throw new Error(`who is online: ${await bob.locator('#online').innerText()} (expected alice and bob)`, { cause: error });
+    });
     await bob.click('#rooms li[data-room="random"] a');
     await bob.waitForSelector('#room-title >> text=# random');
     await send(alice, 'while bob is away');

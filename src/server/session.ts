@@ -363,6 +363,7 @@ export class Session implements SubscriptionHost {
 
   private async runQueue(): Promise<void> {
     this.running = true;
+    const socket = this.current;
     const { inboundHighWater, inboundHighWaterBytes, writableWaitMs } = this.server.settings;
     let sliceStart = performance.now();
     while (this.queue.length > 0 && this.state === 'open') {
@@ -394,8 +395,10 @@ export class Session implements SubscriptionHost {
       }
     }
     this.running = false;
-    // Resumed while this run waited on the old socket: carry on with the new one.
-    if (this.queue.length > 0 && this.state === 'open' && !this.parked) void this.runQueue();
+    // Resumed while this run waited on the old socket: carry on with the new one. Only then: a socket
+    // that is closed but whose close event has not come yet answers 'closed' at once, and running again
+    // on it would spin in microtasks and starve that event (and the whole process) for ever.
+    if (this.current !== socket && this.queue.length > 0 && this.state === 'open' && !this.parked) void this.runQueue();
   }
 
   /**
