@@ -46,7 +46,7 @@ const blocks: Array<FencedBlock & { page: string }> = pages().flatMap((page) => 
 
 /** Imports a sample: TypeScript ones from their compiled copy in dist/, JavaScript ones as they are. */
 async function sample<T>(path: string): Promise<T> {
-  const file = path.endsWith('.ts') ? join('dist', path.replace(/\.ts$/, '.js')) : path;
+  const file = /\.tsx?$/.test(path) ? join('dist', path.replace(/\.tsx?$/, '.js')) : path;
   return (await import(pathToFileURL(resolve(file)).href)) as T;
 }
 
@@ -128,6 +128,53 @@ const RUNS: Record<string, () => Promise<void>> = {
       const { run } = await sample<{ run(url: string): Promise<string[]> }>('docs/samples/client/client.ts');
       assert.deepEqual(await run(t.url), ['from the client']);
     } finally {
+      await t.close();
+    }
+  },
+  'docs/samples/client/contract.ts': async () => {
+    const contract = await sample<{ addTask: { name: string }; setDone: { name: string }; tasksPublication: { kind: string } }>('docs/samples/client/contract.ts');
+    assert.deepEqual([contract.addTask.name, contract.setDone.name, contract.tasksPublication.kind], ['tasks.add', 'tasks.setDone', 'publication']);
+  },
+  'docs/samples/client/server.ts': () =>
+    withServer('docs/samples/client/server.ts', async (client) => {
+      const id = await client.call<string>('tasks.add', '  trimmed  ');
+      await client.subscribe('tasks').ready; // the limit's default applies
+      assert.equal(client.collection<{ text: string }>('tasks').findOne(id)?.text, 'trimmed');
+      await assert.rejects(client.call('tasks.add', ''), { error: 400, reason: 'Match failed' });
+      await assert.rejects(client.call('tasks.setDone', id, 'yes'), { error: 400 });
+    }),
+  'docs/samples/client/page.ts': async () => {
+    const t = await serve('docs/samples/client/server.ts');
+    try {
+      const { run } = await sample<{ run(url: string): Promise<{ shownAtOnce: boolean; open: string[]; events: string[] }> }>('docs/samples/client/page.ts');
+      assert.deepEqual(await run(t.url), { shownAtOnce: true, open: ['test them'], events: ['added write the docs', 'added test them', 'removed'] });
+    } finally {
+      await t.close();
+    }
+  },
+  'docs/samples/react/tasks.tsx': async () => {
+    const t = await serve('docs/samples/client/server.ts');
+    const client = new DDPClient(t.url);
+    const { JSDOM } = await import('jsdom');
+    const dom = new JSDOM('<!doctype html><body><div id="root"></div></body>');
+    Object.assign(globalThis, { window: dom.window, document: dom.window.document });
+    if (!('navigator' in globalThis)) Object.assign(globalThis, { navigator: dom.window.navigator });
+    const { createRoot } = await import('react-dom/client');
+    const { createElement } = await import('react');
+    const { App } = await sample<{ App: (props: { client: DDPClient }) => unknown }>('docs/samples/react/tasks.tsx');
+    const container = dom.window.document.getElementById('root')!;
+    const root = createRoot(container);
+    try {
+      await client.call('tasks.add', 'from the server');
+      root.render(createElement(App as never, { client }));
+      await eventually(() => container.textContent?.includes('from the server') === true, 'the task rendered');
+      (container.querySelector('button') as HTMLButtonElement).click();
+      await eventually(() => container.querySelectorAll('li').length === 2, 'the added task rendered');
+      (container.querySelector('li') as HTMLElement).click();
+      await eventually(() => container.querySelector('li.done') !== null, 'the task marked done');
+    } finally {
+      root.unmount();
+      client.disconnect();
       await t.close();
     }
   },
@@ -220,7 +267,7 @@ const RUNS: Record<string, () => Promise<void>> = {
       await assert.rejects(client.call('addNote', 'anonymous'), { error: 401 });
       await assert.rejects(accounts.createUser({ username: 'al', password: 'pw' }), { error: 403, reason: 'User validation failed' });
       const userId = await accounts.createUser({ username: 'ada', password: 'correct horse' });
-      assert.equal(accounts.userId, userId);
+      assert.equal(accounts.userId(), userId);
       assert.ok(items.get('perseid.loginToken'));
       const notes = client.collection<{ text: string }>('notes');
       await client.subscribe('myNotes').ready;
@@ -233,7 +280,7 @@ const RUNS: Record<string, () => Promise<void>> = {
       const sessionBefore = client.sessionId;
       await client.call('dropMyConnection');
       await eventually(() => client.status === 'connected' && client.sessionId !== sessionBefore, 'the reconnect');
-      assert.equal(accounts.userId, userId);
+      assert.equal(accounts.userId(), userId);
       await eventually(() => notes.find().some((n) => n.text === 'hello'), "the user's notes after the resume");
       await accounts.logout();
       await eventually(() => notes.find().length === 0, 'the notes gone after logout');
@@ -328,7 +375,7 @@ describe('docs samples', () => {
 
   it('every sample file is shown on a page and has a run', () => {
     const files = readdirSync('docs/samples', { recursive: true, encoding: 'utf8' })
-      .filter((f) => /\.(ts|js)$/.test(f))
+      .filter((f) => /\.(ts|tsx|js)$/.test(f))
       .map((f) => relative(ROOT, join(ROOT, 'docs/samples', f)));
     const shown = new Set(blocks.map((b) => b.sample).filter(Boolean));
     assert.deepEqual(files.filter((f) => !shown.has(f)), [], 'sample files no page shows');

@@ -21,7 +21,9 @@ import { Jobs } from '../jobs/jobs.js';
 import { pathOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import type { CompressionOptions } from '../transport/frames.js';
+import type { OutputBudget } from '../transport/output-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
+import type { DDPVersion } from '../ddp/messages.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import { HttpRoutes, type HealthReport } from './http.js';
 import { apm, type SessionFigures } from '../metrics/apm.js';
@@ -59,6 +61,16 @@ export interface ServerOptions {
   maxSubscriptionsPerConnection?: number;
   /** Messages one connection may have waiting to run (default 10000); past it the client gets an error and is dropped. */
   maxQueuedMessages?: number;
+  /**
+   * Session resumption (Meteor 3.5): how long, in ms, a session whose client
+   * went away without closing the connection waits for it to come back
+   * (default 15000; 0 turns resumption off).
+   */
+  resumeGracePeriod?: number;
+  /** Messages a session may hold for an absent client (default 1000); past it, or past maxBufferedBytes, the session ends. */
+  resumeMaxMessages?: number;
+  /** Sessions waiting for their client at once (default 10000); past it the longest waiting ends. */
+  resumeMaxSessions?: number;
   /** Connections from one client address (default 1000; 0 for no limit); more get an error and are closed. */
   maxConnectionsPerAddress?: number;
   /** Web pages allowed to connect, by origin, or `*` for any (default PERSEID_ALLOWED_ORIGINS, else none besides the server's own host and loopback). */
@@ -98,6 +110,8 @@ export const SERVER_ROLES: readonly ServerRole[] = ['web', 'jobs', 'all'];
 const DRAINING = defineCloseReason('SERVER_DRAINING', 1001, 'Server draining');
 const SHUTTING_DOWN = defineCloseReason('SERVER_SHUTTING_DOWN', 1001, 'Server shutting down');
 
+const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+
 export const DEFAULT_COMPRESSION: CompressionOptions = { threshold: 1024, level: 1, memLevel: 8 };
 
 /** The default server-wide budget of unsent output: 256 MiB, or a quarter of the heap limit when that is less. */
@@ -120,7 +134,12 @@ export class PerseidServer implements SessionServer {
   private readonly dispatchHooks: DispatchHook[] = [];
   private readonly closeHooks: Array<() => unknown> = [];
   private readonly sessions = new Set<Session>();
-  private readonly sockets = new Set<DdpSocket>();
+  private readonly sessionsById = new Map<string, Session>();
+  /** Sessions waiting for their client to come back, longest waiting first. */
+  private readonly parked = new Set<Session>();
+  private readonly resumeMaxSessions: number;
+  /** Client sockets open now, with the address each counts against. */
+  private readonly sockets = new Map<DdpSocket, string | undefined>();
   private readonly transport: TransportEndpoint;
   private routes: HttpRoutes;
   private readonly startedAt = Date.now();
@@ -151,14 +170,19 @@ export class PerseidServer implements SessionServer {
       maxSubscriptions: options.maxSubscriptionsPerConnection ?? 1000,
       writableWaitMs: 30000,
       forwardedCount,
+      resumeGraceMs: options.resumeGracePeriod ?? 15000,
+      resumeMaxMessages: options.resumeMaxMessages ?? 1000,
+      resumeMaxBytes: options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,
+      resumeTailBytes: 16 * 1024,
     };
+    this.resumeMaxSessions = options.resumeMaxSessions ?? 10000;
     this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
     const compression = options.compression === false ? false : { ...DEFAULT_COMPRESSION, ...options.compression };
     this.transport = new TransportEndpoint(
       {
         maxMessageSize,
         compression,
-        maxBufferedBytes: options.maxBufferedBytes ?? 64 * 1024 * 1024,
+        maxBufferedBytes: options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,
         maxTotalBufferedBytes: options.maxTotalBufferedBytes ?? defaultTotalBufferedBytes(),
         allowedOrigins: options.allowedOrigins ?? parseAllowedOrigins(process.env.PERSEID_ALLOWED_ORIGINS ?? ''),
         forwardedCount,
@@ -311,7 +335,7 @@ export class PerseidServer implements SessionServer {
     // Still listening: /health answers 503 and new DDP connections are turned away (see accept).
     this.draining = true;
     await this.door.drainFirst();
-    const sockets = [...this.sockets];
+    const sockets = [...this.sockets.keys()];
     this.log.info('draining', { connections: sockets.length, windowMs });
     const step = sockets.length > 0 ? windowMs / sockets.length : 0;
     for (const socket of sockets) {
@@ -335,12 +359,13 @@ export class PerseidServer implements SessionServer {
   /** Stops accepting connections and closes every open one. */
   async close(): Promise<void> {
     this.transport.close();
-    for (const socket of this.sockets) socket.close(SHUTTING_DOWN.code, SHUTTING_DOWN.reason);
+    for (const session of [...this.parked]) session.shutDown();
+    for (const socket of this.sockets.keys()) socket.close(SHUTTING_DOWN.code, SHUTTING_DOWN.reason);
     await new Promise<void>((resolve) => {
       this.httpServer.close(() => resolve());
       this.httpServer.closeAllConnections();
     });
-    for (const socket of this.sockets) socket.terminate();
+    for (const socket of this.sockets.keys()) socket.terminate();
     for (const hook of this.closeHooks.splice(0)) {
       try {
         await hook();
@@ -351,7 +376,8 @@ export class PerseidServer implements SessionServer {
   }
 
   get sessionCount(): number {
-    return this.sessions.size;
+    // Sessions whose client is connected; those waiting for theirs to come back are awaitingResumeCount.
+    return this.sessions.size - this.parked.size;
   }
 
   /** Client connections open now, counted from the upgrade (before their DDP handshake). */
@@ -366,7 +392,7 @@ export class PerseidServer implements SessionServer {
   }
 
   health(): HealthReport {
-    const report = { role: this.role, sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+    const report = { role: this.role, sessions: this.sessionCount, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
     if (this.draining) return { status: 'draining', ...report };
     const problems = [...this.healthChecks].flatMap(([name, check]) => {
       const problem = check();
@@ -397,6 +423,15 @@ export class PerseidServer implements SessionServer {
     return this.strategies.get(collection) ?? 'SERVER_MERGE';
   }
 
+  get outputBudget(): OutputBudget {
+    return this.transport.budget;
+  }
+
+  /** Sessions whose client went away, waiting for it to resume them. */
+  get awaitingResumeCount(): number {
+    return this.parked.size;
+  }
+
   /** Answers an operational endpoint (for an `--admin-port` server); false for any other path. */
   adminRequest(req: IncomingMessage, res: ServerResponse): boolean {
     return this.routes.handleAdmin(req, res);
@@ -404,6 +439,7 @@ export class PerseidServer implements SessionServer {
 
   sessionOpened(session: Session): void {
     this.sessions.add(session);
+    this.sessionsById.set(session.id, session);
     sessionMetrics.sessions.set(this.sessions.size);
     sessionMetrics.sessionsOpened.inc();
     this.log.debug('session opened', { session: session.id, transport: session.socket.transport, version: session.version });
@@ -430,8 +466,35 @@ export class PerseidServer implements SessionServer {
 
   sessionClosed(session: Session): void {
     this.sessions.delete(session);
+    this.sessionsById.delete(session.id);
+    this.parked.delete(session);
     sessionMetrics.sessions.set(this.sessions.size);
     this.log.debug('session closed', { session: session.id });
+  }
+
+  sessionParked(session: Session): void {
+    this.parked.add(session);
+    if (this.parked.size <= this.resumeMaxSessions) return;
+    const [longest] = this.parked;
+    this.log.debug('ending a session waiting for its client: too many are waiting', { session: longest?.id, limit: this.resumeMaxSessions });
+    longest?.shutDown();
+  }
+
+  sessionUnparked(session: Session): void {
+    this.parked.delete(session);
+  }
+
+  socketClosed(socket: DdpSocket): void {
+    if (!this.sockets.has(socket)) return;
+    const address = this.sockets.get(socket);
+    this.sockets.delete(socket);
+    this.addressLimit.release(address);
+    if (this.sockets.size === 0) this.lastGone?.();
+  }
+
+  resume(sessionId: string, receivedCount: number, socket: DdpSocket, version: DDPVersion): boolean {
+    const session = this.sessionsById.get(sessionId);
+    return session !== undefined && session.resume(socket, receivedCount, version);
   }
 
   private serveUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -452,13 +515,9 @@ export class PerseidServer implements SessionServer {
       socket.close();
       return;
     }
-    this.sockets.add(socket);
-    const session = new Session(socket, this);
-    session.connection.onClose(() => {
-      this.sockets.delete(socket);
-      this.addressLimit.release(address);
-      if (this.sockets.size === 0) this.lastGone?.();
-    });
+    this.sockets.set(socket, address);
+    // It may turn out to resume another session, which then owns the socket (see Session.resume).
+    new Session(socket, this);
   }
 }
 

@@ -8,6 +8,13 @@
  * subscription's initial data is not built while the client has not read what
  * it already has; a long queue yields to other connections; an unexpected
  * exception closes this session only.
+ *
+ * Resumable (Meteor 3.5): when the client goes away without closing the
+ * connection (a lost network), the session stays, its socket parked, for a
+ * grace period; a client that reconnects naming it and how many of its
+ * messages it received gets the same session back and only what it missed
+ * (resume-log.ts). A `disconnect` message, a close on purpose, the grace
+ * period running out, or the held output passing the cap end it.
  */
 import { EncodedMessage, encodeMessage } from '../ddp/encoded.js';
 import { defineError, Errors, toClientError, type DDPError } from '../ddp/errors.js';
@@ -28,12 +35,15 @@ import { runInWriteScope } from '../reactive/write-scope.js';
 import { apm } from '../metrics/apm.js';
 import { withCallSpan } from '../metrics/otel.js';
 import type { Trace } from '../metrics/trace.js';
+import type { OutputBudget } from '../transport/output-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
 import { clientAddress, exposedHeaders, type ConnectionHandle } from './connection-handle.js';
 import type { DispatchEvent } from './dispatch-hooks.js';
 import { Heartbeat } from './heartbeat.js';
 import { MergeBox, type PublicationStrategy } from './merge-box.js';
 import { MethodInvocation, type MethodHandler } from './method-invocation.js';
+import { ParkedSocket } from './parked-socket.js';
+import { ResumeLog } from './resume-log.js';
 import { methodTimes, sessionMetrics } from './server-metrics.js';
 import { Subscription, type PublishHandler, type SubscriptionHost } from './subscription.js';
 
@@ -55,6 +65,14 @@ export interface SessionSettings {
   writableWaitMs: number;
   /** Proxies in front of the server: the client's address is then read from X-Forwarded-For. */
   forwardedCount: number;
+  /** Session resumption: how long a session waits for its client to come back (0: not at all). */
+  resumeGraceMs: number;
+  /** Messages a session may hold for its client while it is away; past it the session ends. */
+  resumeMaxMessages: number;
+  /** Characters it may hold meanwhile (the connection's output cap). */
+  resumeMaxBytes: number;
+  /** Characters of the last messages kept while the client is connected, to send again what a dropped socket lost. */
+  resumeTailBytes: number;
 }
 
 /** A subscription beyond the connection's limit. */
@@ -77,8 +95,18 @@ export interface SessionServer {
   /** Runs the server's dispatch hooks; rejects (or throws) to refuse the call. */
   dispatching(event: DispatchEvent): Promise<void> | undefined;
   strategyOf(collection: string): PublicationStrategy;
+  /** The server-wide budget of unsent output, which a session holding output for an absent client counts in. */
+  readonly outputBudget: OutputBudget;
   sessionOpened(session: Session): void;
   sessionClosed(session: Session): void;
+  /** The session's client went away; the session waits for it (the server bounds how many wait). */
+  sessionParked(session: Session): void;
+  /** It came back. */
+  sessionUnparked(session: Session): void;
+  /** One of the session's sockets closed (the server's per-socket bookkeeping). */
+  socketClosed(socket: DdpSocket): void;
+  /** Hands `socket` to the session `sessionId` if it is open here and can resume from `receivedCount`. */
+  resume(sessionId: string, receivedCount: number, socket: DdpSocket, version: DDPVersion): boolean;
 }
 
 /** `at`: performance.now() when it arrived, for the APM's `wait`. */
@@ -96,6 +124,18 @@ export class Session implements SubscriptionHost {
   readonly log: Logger;
 
   private state: 'handshake' | 'open' | 'closed' = 'handshake';
+  private current: DdpSocket;
+  private readonly sent: ResumeLog;
+  /** Methods running now (a repeated call after a resume is not run twice). */
+  private readonly runningMethods = new Set<string>();
+  private resumes = 0;
+  /** The client said `disconnect`, or the server closes on purpose: no grace period. */
+  private leaving = false;
+  /** The heartbeat found the client unresponsive: its socket counts as lost, not closed. */
+  private lostSocket = false;
+  private graceTimer: NodeJS.Timeout | undefined;
+  /** It held more output for its absent client than allowed: it ends, and cannot be resumed. */
+  private overflowed = false;
   private readonly subscriptions = new Map<string, Subscription>();
   private universal: Subscription[] = [];
   private queue: QueueTask[] = [];
@@ -109,11 +149,14 @@ export class Session implements SubscriptionHost {
   private blocking: Trace | undefined;
 
   constructor(
-    readonly socket: DdpSocket,
+    socket: DdpSocket,
     private readonly server: SessionServer,
   ) {
     this.log = server.log;
-    this.mergeBox = new MergeBox((message) => this.socket.send(message), (collection) => server.strategyOf(collection));
+    this.current = socket;
+    const { settings } = server;
+    this.sent = new ResumeLog(settings.resumeMaxMessages, settings.resumeTailBytes);
+    this.mergeBox = new MergeBox((message) => this.output(message), (collection) => server.strategyOf(collection));
     const sessionId = () => this.id;
     this.connection = {
       get id() {
@@ -125,33 +168,77 @@ export class Session implements SubscriptionHost {
         if (this.state === 'closed') callback();
         else this.closeCallbacks.push(callback);
       },
-      close: () => this.socket.close(),
+      close: () => {
+        this.leaving = true;
+        this.socket.close();
+      },
     };
-    const { settings } = server;
     this.heartbeat = new Heartbeat({
       interval: settings.heartbeatInterval,
       timeout: settings.heartbeatTimeout,
       sendPing: () => this.send({ msg: 'ping' }),
       onTimeout: () => {
         this.log.debug('closing a connection that stopped answering heartbeats', { session: this.id });
-        this.socket.close();
+        this.lostSocket = true;
+        this.socket.terminate();
       },
     });
     this.handshakeTimer = setTimeout(() => this.socket.close(), settings.handshakeTimeout);
-    socket.setHandlers({
-      message: (text) => this.contained(() => this.receive(text)),
-      refused: (reason) => this.contained(() => this.sendError(reason)),
-      close: () => this.closed(),
-    });
+    this.attach(socket);
     sessionMetrics.sockets.inc();
   }
 
+  /** The socket in use: the client's, or while it is away, a parked one. */
+  get socket(): DdpSocket {
+    return this.current;
+  }
+
   send(message: ServerMessage): void {
-    if (this.state !== 'closed') this.socket.send(encodeMessage(message));
+    if (message.msg === 'ping' || message.msg === 'pong') {
+      // Heartbeats are per connection: not counted, not kept, not sent to an absent client.
+      if (this.state !== 'closed') this.socket.send(encodeMessage(message));
+      return;
+    }
+    const ref = message.msg === 'result' ? `m:${message.id}` : message.msg === 'nosub' ? `s:${message.id}` : undefined;
+    this.output(encodeMessage(message), ref);
   }
 
   sendEncoded(message: EncodedMessage): void {
-    if (this.state !== 'closed') this.socket.send(message);
+    this.output(message);
+  }
+
+  /** Every message of the session goes out here: counted and kept for a resume, then sent (unless the client is away). */
+  private output(message: EncodedMessage, ref?: string): void {
+    if (this.state === 'closed' || this.overflowed) return;
+    if (this.state === 'open') this.sent.record(message, ref);
+    if (this.parked) {
+      const { resumeMaxMessages, resumeMaxBytes } = this.server.settings;
+      if (this.sent.heldCount > resumeMaxMessages || this.sent.heldBytes > resumeMaxBytes) {
+        this.log.debug('ending a session whose client is away: too much output held for it', { session: this.id, messages: this.sent.heldCount, bytes: this.sent.heldBytes });
+        sessionMetrics.resumeOverflows.inc();
+        // Not from inside whatever is publishing now: it ends once this turn is over, sending nothing more.
+        this.overflowed = true;
+        queueMicrotask(() => this.end());
+        return;
+      }
+      this.server.outputBudget.changed();
+      return;
+    }
+    this.socket.send(message);
+  }
+
+  private get parked(): boolean {
+    return this.current instanceof ParkedSocket;
+  }
+
+  /** Takes `socket` as this session's connection: its messages and its close come here. */
+  private attach(socket: DdpSocket): void {
+    this.current = socket;
+    socket.setHandlers({
+      message: (text) => this.contained(() => this.receive(text)),
+      refused: (reason) => this.contained(() => this.sendError(reason)),
+      close: (abrupt) => this.socketClosed(socket, abrupt),
+    });
   }
 
   subscriptionStopped(subscription: Subscription): void {
@@ -219,6 +306,12 @@ export class Session implements SubscriptionHost {
       this.sendError(ProtocolErrors.mustConnectFirst(), echo);
       return;
     }
+    if (message.msg === 'disconnect') {
+      // Meteor 3.5: the client leaves on purpose; nothing to keep for it.
+      this.leaving = true;
+      this.socket.close();
+      return;
+    }
     if (message.msg === 'ping' || message.msg === 'pong') {
       // Meteor's `pre1` predates heartbeats; ping and pong are then unknown messages.
       if (this.version === 'pre1') this.sendError(ProtocolErrors.badRequest(), echo);
@@ -233,12 +326,20 @@ export class Session implements SubscriptionHost {
     if ('failed' in outcome) {
       this.send({ msg: 'failed', version: outcome.failed });
       // Whatever the client pipelined after this connect is ignored (it will reconnect).
-      this.state = 'closed';
-      this.socket.close();
+      this.end();
       return;
     }
     clearTimeout(this.handshakeTimer);
     this.handshakeTimer = undefined;
+    const { session, receivedCount } = message;
+    if (typeof session === 'string' && typeof receivedCount === 'number' && this.server.settings.resumeGraceMs > 0) {
+      if (this.server.resume(session, receivedCount, this.socket, outcome.accepted)) {
+        // The socket now belongs to the resumed session: this object is done, without closing anything.
+        this.state = 'closed';
+        this.heartbeat.stop();
+        return;
+      }
+    }
     this.version = outcome.accepted;
     this.id = Random.id();
     this.state = 'open';
@@ -253,6 +354,7 @@ export class Session implements SubscriptionHost {
   }
 
   private enqueue(message: ClientMessage, bytes: number): void {
+    if (this.resumes > 0 && this.repeated(message)) return;
     const { inboundHighWater, inboundHighWaterBytes, inboundLimit, inboundLimitBytes } = this.server.settings;
     if (this.queue.length >= inboundLimit || this.queuedBytes + bytes > inboundLimitBytes) {
       this.log.warn('dropping a client that sends faster than it can be served', { session: this.id, queued: this.queue.length, bytes: this.queuedBytes });
@@ -271,6 +373,7 @@ export class Session implements SubscriptionHost {
 
   private async runQueue(): Promise<void> {
     this.running = true;
+    const socket = this.current;
     const { inboundHighWater, inboundHighWaterBytes, writableWaitMs } = this.server.settings;
     let sliceStart = performance.now();
     while (this.queue.length > 0 && this.state === 'open') {
@@ -289,6 +392,9 @@ export class Session implements SubscriptionHost {
             this.log.warn('dropping a client that does not read its replies', { session: this.id, buffered: this.socket.bufferedBytes });
             this.socket.terminate();
           }
+          // The client went away: a session waiting for it runs this message when it comes back.
+          this.queue.unshift({ message, bytes, at });
+          this.queuedBytes += bytes;
           break;
         }
       }
@@ -302,6 +408,22 @@ export class Session implements SubscriptionHost {
       }
     }
     this.running = false;
+    // Resumed while this run waited on the old socket: carry on with the new one. Only then: a socket
+    // that is closed but whose close event has not come yet answers 'closed' at once, and running again
+    // on it would spin in microtasks and starve that event (and the whole process) for ever.
+    if (this.current !== socket && this.queue.length > 0 && this.state === 'open' && !this.parked) void this.runQueue();
+  }
+
+  /**
+   * After a resume the client sends again what it has no answer for; what
+   * this session already ran (a call running or answered, a subscription it
+   * ended: the answer is among what the client missed) is not run twice.
+   */
+  private repeated(message: ClientMessage): boolean {
+    if (message.msg !== 'method' && message.msg !== 'sub') return false;
+    const waiting = this.queue.some((task) => task.message.msg === message.msg && task.message.id === message.id);
+    if (message.msg === 'method') return waiting || this.runningMethods.has(message.id) || this.sent.mentions(`m:${message.id}`);
+    return waiting || this.sent.mentions(`s:${message.id}`);
   }
 
   /** How long the messages still queued waited while `trace`'s message (dispatched at `since`) held the queue. */
@@ -341,6 +463,15 @@ export class Session implements SubscriptionHost {
 
   private async runMethod(message: MethodMessage, unblock: () => void, arrived: number): Promise<void> {
     sessionMetrics.methods.inc();
+    this.runningMethods.add(message.id);
+    try {
+      await this.callMethod(message, unblock, arrived);
+    } finally {
+      this.runningMethods.delete(message.id);
+    }
+  }
+
+  private async callMethod(message: MethodMessage, unblock: () => void, arrived: number): Promise<void> {
     const handler = this.server.method(message.method);
     if (!handler) {
       this.send({ msg: 'result', id: message.id, error: Errors.methodNotFound({ name: message.method }).toJSON() });
@@ -374,7 +505,7 @@ export class Session implements SubscriptionHost {
     }
     if (failure === undefined) apm.methodEnded(trace);
     methodTimes.record(performance.now() - started);
-    if (reply instanceof EncodedMessage) this.sendEncoded(reply);
+    if (reply instanceof EncodedMessage) this.output(reply, `m:${message.id}`);
     else this.send(reply);
     fence.arm(() => this.send({ msg: 'updated', methods: [message.id] }));
   }
@@ -441,16 +572,102 @@ export class Session implements SubscriptionHost {
     );
   }
 
-  // ---- closing ----
+  // ---- resuming and closing ----
 
-  private closed(): void {
+  /**
+   * A client reconnecting asks for this session back, with how many of its
+   * messages it received: if this session can send it all it missed, it takes
+   * the new socket, answers `connected` with its own id and sends what was
+   * missed. Otherwise it ends (the client starts afresh) and says no.
+   */
+  resume(socket: DdpSocket, receivedCount: number, version: DDPVersion): boolean {
+    if (this.state !== 'open' || this.overflowed) return false;
+    const missed = version === this.version ? this.sent.missedSince(receivedCount) : undefined;
+    if (!missed) {
+      this.log.debug('a session cannot be resumed: the client missed more than was kept', { session: this.id, sent: this.sent.count, received: receivedCount });
+      this.leaving = true;
+      this.end();
+      return false;
+    }
+    if (!this.parked) {
+      // The client came back before this side noticed it had gone: the old socket is dead to it.
+      const old = this.current;
+      this.park();
+      old.setHandlers({ message: () => undefined, refused: () => undefined, close: () => undefined });
+      old.terminate();
+      this.server.socketClosed(old);
+    }
+    this.server.outputBudget.delete(this.current as ParkedSocket);
+    this.server.sessionUnparked(this);
+    sessionMetrics.parked.dec();
+    clearTimeout(this.graceTimer);
+    this.graceTimer = undefined;
+    this.sent.release();
+    this.resumes++;
+    this.lostSocket = false;
+    this.paused = false;
+    this.attach(socket); // counted in sockets by the session that received it
+    sessionMetrics.resumed.inc();
+    // Not counted (nor kept) on either side: a resumed client's count goes on from what it had.
+    socket.send(encodeMessage({ msg: 'connected', session: this.id }));
+    for (const message of missed) socket.send(message);
+    if (this.version !== 'pre1') this.heartbeat.start();
+    if (!this.running && this.queue.length > 0) void this.runQueue();
+    this.log.debug('session resumed', { session: this.id, resent: missed.length, transport: socket.transport });
+    return true;
+  }
+
+  /** Ends the session whatever its state (the server is shutting down). */
+  shutDown(): void {
+    this.leaving = true;
+    if (this.parked) this.end();
+    else this.socket.terminate();
+  }
+
+  private socketClosed(socket: DdpSocket, abrupt: boolean): void {
+    if (socket !== this.current) return; // an old socket, already replaced
+    this.server.socketClosed(socket);
+    const resumable = this.state === 'open' && !this.leaving && (abrupt || this.lostSocket) && this.server.settings.resumeGraceMs > 0;
+    if (resumable) this.park();
+    else this.end();
+  }
+
+  /** The client went away: hold what the session sends for it, for the grace period. */
+  private park(): void {
+    const parked = new ParkedSocket(this.current, () => this.sent.heldBytes, () => this.end());
+    this.current = parked;
+    this.server.outputBudget.add(parked);
+    sessionMetrics.sockets.dec();
+    sessionMetrics.parked.inc();
+    this.heartbeat.stop();
+    // Messages the client sent that have not run wait for it (a repeat of one is recognised, see repeated()).
+    this.sent.hold();
+    this.server.sessionParked(this);
+    this.graceTimer = setTimeout(() => {
+      this.log.debug('ending a session whose client did not come back', { session: this.id });
+      this.end();
+    }, this.server.settings.resumeGraceMs);
+    this.graceTimer.unref();
+    this.log.debug('session waiting for its client to come back', { session: this.id, graceMs: this.server.settings.resumeGraceMs });
+  }
+
+  private end(): void {
+    if (this.state === 'closed') return;
     const wasOpen = this.state === 'open';
     this.state = 'closed';
     clearTimeout(this.handshakeTimer);
+    clearTimeout(this.graceTimer);
     this.heartbeat.stop();
     this.queue = [];
     this.queuedBytes = 0;
-    sessionMetrics.sockets.dec();
+    if (this.parked) {
+      this.server.outputBudget.delete(this.current as ParkedSocket);
+      this.server.sessionUnparked(this);
+      sessionMetrics.parked.dec();
+    } else {
+      sessionMetrics.sockets.dec();
+      this.current.close();
+    }
     for (const subscription of [...this.subscriptions.values(), ...this.universal]) subscription.deactivate(false);
     this.subscriptions.clear();
     this.universal = [];
