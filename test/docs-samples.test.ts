@@ -8,6 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createServer as createHttpServer } from 'node:http';
+import { trace as otelTrace } from '@opentelemetry/api';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
@@ -15,6 +17,7 @@ import { pathToFileURL } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
 import { parseCommand, type CommandSpec } from '../src/cli/args.js';
+import { adviseCommand, capacityCommand, topCommand } from '../src/cli/apm.js';
 import { autoscaleCommand } from '../src/cli/autoscale.js';
 import { createCommand } from '../src/cli/create.js';
 import { devCommand } from '../src/cli/dev.js';
@@ -23,6 +26,7 @@ import { startCommand } from '../src/cli/start.js';
 import { storeCommand } from '../src/cli/store.js';
 import { AccountsClient, DDPClient, type TokenStorage } from '../src/client/node.js';
 import { runScenario } from '../src/load/run-scenario.js';
+import { apm } from '../src/metrics/apm.js';
 import type { PerseidServer } from '../src/server/app.js';
 import { parseFencedBlocks, type FencedBlock } from './docs-blocks.js';
 import { startServer, type TestServer } from './helpers.js';
@@ -186,6 +190,54 @@ const RUNS: Record<string, () => Promise<void>> = {
       await t.close();
     }
   },
+  'docs/samples/monitoring/apm.ts': () =>
+    withServer('docs/samples/getting-started/app.ts', async (client, t) => {
+      apm.reset(); // one APM per process: earlier samples' methods (a bcrypt login) would be the slowest
+      for (let i = 0; i < 3; i++) await client.call('addNote', `apm ${i}`);
+      const { readApm } = await sample<{ readApm(url: string): Promise<{ slowest?: string; advice: string[]; instances: number | null }> }>('docs/samples/monitoring/apm.ts');
+      const figures = await readApm(t.url);
+      assert.equal(figures.slowest, 'addNote');
+      assert.ok(Array.isArray(figures.advice));
+      assert.equal(typeof figures.instances, 'number', 'with a session open there is a plan');
+    }),
+  'docs/samples/monitoring/tracing.ts': async () => {
+    // A loopback OTLP receiver stands in for the collector; the sample's exporter reads its URL from the environment.
+    const bodies: string[] = [];
+    const receiver = createHttpServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('latin1')));
+      req.on('end', () => {
+        bodies.push(`${req.url} ${body}`);
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+    const { provider } = await sample<{ provider: { forceFlush(): Promise<void>; shutdown(): Promise<void> } }>('docs/samples/monitoring/tracing.ts');
+    try {
+      await withServer('docs/samples/getting-started/app.ts', async (client) => {
+        await client.call('addNote', 'traced');
+      });
+      await provider.forceFlush();
+      const sent = bodies.join('\n');
+      assert.match(sent, /^\/v1\/traces /m);
+      assert.match(sent, /perseid\.method\/addNote/);
+      assert.match(sent, /insert notes/);
+    } finally {
+      await provider.shutdown();
+      otelTrace.disable();
+      delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+      receiver.close();
+    }
+  },
+  'docs/samples/metrics/calls.ts': () =>
+    withServer('docs/samples/getting-started/app.ts', async (client, t) => {
+      const { callsPerMethod } = await sample<{ callsPerMethod(url: string): Promise<Record<string, number>> }>('docs/samples/metrics/calls.ts');
+      const before = (await callsPerMethod(t.url)).addNote ?? 0;
+      await client.call('addNote', 'one');
+      await client.call('addNote', 'two');
+      assert.equal((await callsPerMethod(t.url)).addNote, before + 2);
+    }),
   'docs/samples/load-testing/scenario.ts': async () => {
     const t = await serve('docs/samples/getting-started/app.ts');
     try {
@@ -294,7 +346,17 @@ function commandLines(): Array<{ page: string; line: string; args: string[] }> {
   return out;
 }
 
-const SPECS: Record<string, CommandSpec> = { create: createCommand, dev: devCommand, start: startCommand, load: loadCommand, autoscale: autoscaleCommand, store: storeCommand };
+const SPECS: Record<string, CommandSpec> = {
+  create: createCommand,
+  dev: devCommand,
+  start: startCommand,
+  load: loadCommand,
+  autoscale: autoscaleCommand,
+  store: storeCommand,
+  top: topCommand,
+  advise: adviseCommand,
+  capacity: capacityCommand,
+};
 
 describe('docs samples', () => {
   const work = mkdtempSync(join(tmpdir(), 'perseid-docs-'));

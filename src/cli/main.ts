@@ -7,6 +7,7 @@ import { StoreError } from '../data/embedded/store-errors.js';
 import { createCommand, runCreate } from './create.js';
 import { devCommand, runDev } from './dev.js';
 import { autoscaleCommand, runAutoscale } from './autoscale.js';
+import { adviseCommand, capacityCommand, runAdvise, runCapacity, runTop, topCommand } from './apm.js';
 import { loadCommand, runLoadCommand } from './load.js';
 import { runStart, startCommand } from './start.js';
 import { StartupError } from './startup-error.js';
@@ -24,6 +25,9 @@ const commands: Record<string, Command> = {
   start: { spec: startCommand, run: (parsed) => runStart(parsed).then(() => undefined) },
   load: { spec: loadCommand, run: (parsed) => runLoadCommand(parsed) },
   autoscale: { spec: autoscaleCommand, run: (parsed) => runAutoscale(parsed).then(() => undefined) },
+  top: { spec: topCommand, run: (parsed) => runTop(parsed) },
+  advise: { spec: adviseCommand, run: (parsed) => runAdvise(parsed) },
+  capacity: { spec: capacityCommand, run: (parsed) => runCapacity(parsed) },
   store: { spec: storeCommand, run: (parsed) => runStoreCommand(parsed) },
 };
 

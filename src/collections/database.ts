@@ -6,6 +6,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { metrics } from '../metrics/registry.js';
+import { instrumentDriver } from './collections-metrics.js';
 import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
 import type { StorageDriver } from '../data/driver.js';
 import { openEmbeddedStore } from '../data/embedded/store.js';
@@ -14,15 +15,15 @@ import type { ChangeSourceChoice, MongoStoreOptions } from '../data/mongo/store.
 
 export class Database {
   readonly liveQueries: LiveQueryRegistry;
+  /** The storage driver, its calls recorded by the APM (collections-metrics.ts). */
+  readonly driver: StorageDriver;
 
   private static opened = 0;
   private readonly section: string;
 
-  constructor(
-    readonly driver: StorageDriver,
-    options: RegistryOptions = {},
-  ) {
-    this.liveQueries = new LiveQueryRegistry(driver, options);
+  constructor(driver: StorageDriver, options: RegistryOptions = {}) {
+    this.driver = instrumentDriver(driver);
+    this.liveQueries = new LiveQueryRegistry(this.driver, options);
     this.section = Database.opened++ === 0 ? 'liveQueries' : `liveQueries${Database.opened}`;
     metrics.section(this.section, () => this.liveQueries.describe());
   }

@@ -26,6 +26,7 @@ import type { DdpSocket } from '../transport/socket.js';
 import type { DDPVersion } from '../ddp/messages.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import { HttpRoutes, type HealthReport } from './http.js';
+import { apm, type SessionFigures } from '../metrics/apm.js';
 import type { PublicationStrategy } from './merge-box.js';
 import { runDispatchHooks, type DispatchEvent, type DispatchHook } from './dispatch-hooks.js';
 import type { MethodHandler } from './method-invocation.js';
@@ -76,8 +77,14 @@ export interface ServerOptions {
   allowedOrigins?: AllowedOrigins;
   /** Proxies in front of the server (default HTTP_FORWARDED_COUNT, else 0). */
   httpForwardedCount?: number;
-  /** Token `/perseid/stats` requires (`Authorization: Bearer ...`) from everyone (default PERSEID_ADMIN_TOKEN); without one it answers loopback only. */
+  /**
+   * Token the operational endpoints (`/perseid/stats`, `/metrics`, the dashboard,
+   * `/perseid/apm`, advice, capacity) require as `Authorization: Bearer ...` from
+   * everyone (default PERSEID_ADMIN_TOKEN); without one they answer loopback only.
+   */
   adminToken?: string;
+  /** False when a separate server answers the operational endpoints (`perseid start --admin-port`; see adminRoutes). */
+  adminEndpoints?: boolean;
   /** Content-Security-Policy of static files (default DEFAULT_CONTENT_SECURITY_POLICY); false for none. */
   contentSecurityPolicy?: string | false;
   /** Directory of static files served over HTTP. */
@@ -191,7 +198,10 @@ export class PerseidServer implements SessionServer {
       admin: { token: options.adminToken ?? (process.env.PERSEID_ADMIN_TOKEN || undefined), forwardedCount },
       contentSecurityPolicy: options.contentSecurityPolicy,
       peerOrigins: () => this.transport.peerOrigins(),
+      adminEndpoints: options.adminEndpoints !== false,
     });
+    apm.start();
+    apm.sessionsFrom(() => this.sessionFigures());
     const version = options.clientVersion;
     // Every server answers it (ready, with no document when no version is set), so a client can always subscribe.
     this.publish(AUTOUPDATE.publication, function () {
@@ -422,6 +432,11 @@ export class PerseidServer implements SessionServer {
     return this.parked.size;
   }
 
+  /** Answers an operational endpoint (for an `--admin-port` server); false for any other path. */
+  adminRequest(req: IncomingMessage, res: ServerResponse): boolean {
+    return this.routes.handleAdmin(req, res);
+  }
+
   sessionOpened(session: Session): void {
     this.sessions.add(session);
     this.sessionsById.set(session.id, session);
@@ -435,6 +450,18 @@ export class PerseidServer implements SessionServer {
         this.log.error('onConnection callback failed', { error });
       }
     }
+  }
+
+  /** Sessions by transport and distinct users, for the APM (read every few seconds, never per message). */
+  private sessionFigures(): SessionFigures {
+    const byTransport: Record<string, number> = {};
+    const users = new Set<string>();
+    for (const session of this.sessions) {
+      const transport = session.socket.transport;
+      byTransport[transport] = (byTransport[transport] ?? 0) + 1;
+      if (session.userId !== null) users.add(session.userId);
+    }
+    return { sessions: this.sessions.size, users: users.size, byTransport };
   }
 
   sessionClosed(session: Session): void {

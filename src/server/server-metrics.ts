@@ -7,6 +7,7 @@ export const sessionMetrics = {
   sessions: metrics.gauge('perseid_sessions', 'DDP sessions open now'),
   sessionsOpened: metrics.counter('perseid_sessions_opened_total', 'DDP sessions opened'),
   messagesIn: metrics.counter('perseid_messages_received_total', 'DDP messages received'),
+  bytesIn: metrics.counter('perseid_received_characters_total', 'Characters of DDP messages received (after decompression)'),
   methods: metrics.counter('perseid_method_calls_total', 'Method calls received'),
   subscriptions: metrics.counter('perseid_subscriptions_total', 'Subscriptions started'),
   outputWaits: metrics.counter('perseid_output_waits_total', 'Times a reply or initial data waited for its client to read earlier output'),

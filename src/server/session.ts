@@ -32,6 +32,9 @@ import { Random, RandomStream } from '../ddp/random.js';
 import type { Logger } from '../log.js';
 import { WriteFence } from '../reactive/write-fence.js';
 import { runInWriteScope } from '../reactive/write-scope.js';
+import { apm } from '../metrics/apm.js';
+import { withCallSpan } from '../metrics/otel.js';
+import type { Trace } from '../metrics/trace.js';
 import type { OutputBudget } from '../transport/output-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
 import { clientAddress, exposedHeaders, type ConnectionHandle } from './connection-handle.js';
@@ -106,7 +109,11 @@ export interface SessionServer {
   resume(sessionId: string, receivedCount: number, socket: DdpSocket, version: DDPVersion): boolean;
 }
 
-type QueueTask = { message: ClientMessage; bytes: number };
+/** `at`: performance.now() when it arrived, for the APM's `wait`. */
+type QueueTask = { message: ClientMessage; bytes: number; at: number };
+
+/** Queued messages looked at to charge `waitedOn` (the queue is usually short; this bounds the cost when it is not). */
+const WAITED_ON_SCAN = 256;
 
 export class Session implements SubscriptionHost {
   id = '';
@@ -138,6 +145,8 @@ export class Session implements SubscriptionHost {
   private readonly heartbeat: Heartbeat;
   private handshakeTimer: NodeJS.Timeout | undefined;
   private readonly closeCallbacks: Array<() => void> = [];
+  /** The APM trace of the message holding the queue now, charged for the time later messages wait. */
+  private blocking: Trace | undefined;
 
   constructor(
     socket: DdpSocket,
@@ -275,6 +284,7 @@ export class Session implements SubscriptionHost {
     if (this.state === 'closed') return;
     this.heartbeat.messageReceived();
     sessionMetrics.messagesIn.inc();
+    sessionMetrics.bytesIn.inc(text.length);
     const parsed = parseClientMessage(text);
     if ('rejection' in parsed) {
       const { reason, offendingMessage } = parsed.rejection;
@@ -352,7 +362,7 @@ export class Session implements SubscriptionHost {
       this.socket.close();
       return;
     }
-    this.queue.push({ message, bytes });
+    this.queue.push({ message, bytes, at: performance.now() });
     this.queuedBytes += bytes;
     if (!this.paused && (this.queue.length >= inboundHighWater || this.queuedBytes >= inboundHighWaterBytes)) {
       this.paused = true;
@@ -367,7 +377,7 @@ export class Session implements SubscriptionHost {
     const { inboundHighWater, inboundHighWaterBytes, writableWaitMs } = this.server.settings;
     let sliceStart = performance.now();
     while (this.queue.length > 0 && this.state === 'open') {
-      const { message, bytes } = this.queue.shift()!;
+      const { message, bytes, at } = this.queue.shift()!;
       this.queuedBytes -= bytes;
       if (this.paused && this.queue.length <= inboundHighWater / 10 && this.queuedBytes <= inboundHighWaterBytes / 10) {
         this.paused = false;
@@ -383,12 +393,15 @@ export class Session implements SubscriptionHost {
             this.socket.terminate();
           }
           // The client went away: a session waiting for it runs this message when it comes back.
-          this.queue.unshift({ message, bytes });
+          this.queue.unshift({ message, bytes, at });
           this.queuedBytes += bytes;
           break;
         }
       }
-      await this.dispatch(message);
+      const dispatched = performance.now();
+      this.blocking = undefined;
+      await this.dispatch(message, at);
+      if (this.blocking) this.chargeWaitedOn(this.blocking, dispatched);
       if (performance.now() - sliceStart >= SLICE_MS) {
         await yieldToEventLoop();
         sliceStart = performance.now();
@@ -413,13 +426,22 @@ export class Session implements SubscriptionHost {
     return waiting || this.sent.mentions(`s:${message.id}`);
   }
 
+  /** How long the messages still queued waited while `trace`'s message (dispatched at `since`) held the queue. */
+  private chargeWaitedOn(trace: Trace, since: number): void {
+    const now = performance.now();
+    let waited = 0;
+    const n = Math.min(this.queue.length, WAITED_ON_SCAN);
+    for (let i = 0; i < n; i++) waited += now - Math.max(this.queue[i]!.at, since);
+    apm.waitedOn(trace, waited);
+  }
+
   /** Runs one message; resolves when the queue may move on (done, or unblocked). */
-  private dispatch(message: ClientMessage): Promise<void> | void {
+  private dispatch(message: ClientMessage, arrived: number): Promise<void> | void {
     switch (message.msg) {
       case 'method':
-        return this.blockingUntilUnblocked((unblock) => this.runMethod(message, unblock));
+        return this.blockingUntilUnblocked((unblock) => this.runMethod(message, unblock, arrived));
       case 'sub':
-        return this.blockingUntilUnblocked((unblock) => this.startSubscription(message, unblock));
+        return this.blockingUntilUnblocked((unblock) => this.startSubscription(message, unblock, arrived));
       case 'unsub':
         this.stopSubscription(message.id);
         return;
@@ -439,17 +461,17 @@ export class Session implements SubscriptionHost {
 
   // ---- methods ----
 
-  private async runMethod(message: MethodMessage, unblock: () => void): Promise<void> {
+  private async runMethod(message: MethodMessage, unblock: () => void, arrived: number): Promise<void> {
     sessionMetrics.methods.inc();
     this.runningMethods.add(message.id);
     try {
-      await this.callMethod(message, unblock);
+      await this.callMethod(message, unblock, arrived);
     } finally {
       this.runningMethods.delete(message.id);
     }
   }
 
-  private async callMethod(message: MethodMessage, unblock: () => void): Promise<void> {
+  private async callMethod(message: MethodMessage, unblock: () => void, arrived: number): Promise<void> {
     const handler = this.server.method(message.method);
     if (!handler) {
       this.send({ msg: 'result', id: message.id, error: Errors.methodNotFound({ name: message.method }).toJSON() });
@@ -460,11 +482,15 @@ export class Session implements SubscriptionHost {
     const started = performance.now();
     const randomStream = message.randomSeed === undefined ? undefined : new RandomStream(message.randomSeed);
     const invocation = new MethodInvocation(message.method, this.connection, this, unblock, message.randomSeed, randomStream);
+    const trace = apm.methodStarted(message.method, arrived, this.id, this.userId);
+    this.blocking = trace;
+    let failure: unknown;
     let reply: ServerMessage | EncodedMessage;
     try {
       const hooked = this.server.dispatching(this.dispatchEvent('method', message.method, message.params));
       if (hooked) await hooked;
-      const result = await runInWriteScope({ fence, randomStream }, () => handler.apply(invocation, message.params));
+      const scope = { fence, randomStream, trace };
+      const result = await withCallSpan(trace?.span, () => runInWriteScope(scope, () => handler.apply(invocation, message.params)));
       // Encoded here, so a result that cannot be serialised (too deep, a cycle) is this method's error.
       reply = encodeMessage(result === undefined ? { msg: 'result', id: message.id } : { msg: 'result', id: message.id, result });
     } catch (error) {
@@ -474,7 +500,10 @@ export class Session implements SubscriptionHost {
         this.log.warn('method failed', { method: message.method, reason: clientError.reason, detail: (error as { detail?: string }).detail });
       }
       reply = { msg: 'result', id: message.id, error: clientError.toJSON() };
+      failure = error;
+      apm.methodEnded(trace, error, expected);
     }
+    if (failure === undefined) apm.methodEnded(trace);
     methodTimes.record(performance.now() - started);
     if (reply instanceof EncodedMessage) this.output(reply, `m:${message.id}`);
     else this.send(reply);
@@ -483,7 +512,7 @@ export class Session implements SubscriptionHost {
 
   // ---- subscriptions ----
 
-  private async startSubscription(message: SubMessage, unblock: () => void): Promise<void> {
+  private async startSubscription(message: SubMessage, unblock: () => void, arrived: number): Promise<void> {
     if (this.subscriptions.has(message.id)) return; // a repeated sub (e.g. after a client reconnect) is ignored
     const limit = this.server.settings.maxSubscriptions;
     if (this.subscriptions.size >= limit) {
@@ -503,7 +532,9 @@ export class Session implements SubscriptionHost {
       return;
     }
     sessionMetrics.subscriptions.inc();
-    const subscription = new Subscription(this, message.id, message.name, message.params, handler);
+    const trace = apm.subStarted(message.name, arrived, this.id, this.userId);
+    this.blocking = trace;
+    const subscription = new Subscription(this, message.id, message.name, message.params, handler, false, trace);
     this.subscriptions.set(message.id, subscription);
     await subscription.run(unblock);
   }

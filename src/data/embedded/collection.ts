@@ -19,7 +19,7 @@ import { compileProjection } from '../../query/projection.js';
 import { compileSelector, selectorIds } from '../../query/selector.js';
 import { compileStableSort } from '../../query/sort.js';
 import type { ChangeOp } from '../change-source.js';
-import { DuplicateKeyError, type CollectionDriver, type QueryResult, type WriteOutcome } from '../driver.js';
+import { DuplicateKeyError, type CollectionDriver, type IndexDescription, type QueryPlan, type QueryResult, type WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange, type IndexSpec } from './indexes.js';
 import { applyModifier, assertValidDocument, buildUpsert, parseModifier } from '../../query/modifier.js';
@@ -155,9 +155,11 @@ export class EmbeddedCollection implements CollectionDriver {
     this.host.assertOpen();
     const projection = query.projection && Object.keys(query.projection).length > 0 ? query.projection : undefined;
     const projector = projection && compileProjection(projection);
-    const docs = this.select(query);
+    const plan: QueryPlan = { stage: 'COLLSCAN', examined: 0 };
+    const docs = this.select(query, plan);
+    plan.returned = docs.length;
     // Read synchronously with the position, so the pair is exact.
-    return { docs: projector ? docs.map((doc) => projector.apply(doc)) : docs, position: this.host.loggedSeq() };
+    return { docs: projector ? docs.map((doc) => projector.apply(doc)) : docs, position: this.host.loggedSeq(), plan };
   }
 
   async count(query: QuerySpec): Promise<number> {
@@ -219,6 +221,13 @@ export class EmbeddedCollection implements CollectionDriver {
     }
     await this.write(existing ? [] : [{ op: 'createIndex', collection: this.name, index: spec }]);
     return spec.name;
+  }
+
+  async listIndexes(): Promise<IndexDescription[]> {
+    if (this.isEmpty) return [];
+    const out: IndexDescription[] = [{ name: ID_INDEX, keys: { _id: 1 }, unique: true }];
+    for (const spec of this.indexes.specs()) out.push({ name: spec.name, keys: { ...spec.keys }, unique: spec.unique });
+    return out;
   }
 
   async dropIndex(name: string): Promise<void> {
@@ -283,22 +292,25 @@ export class EmbeddedCollection implements CollectionDriver {
     this.indexes.check([{ id, doc }]);
   }
 
-  /** The first `limit` matching documents in natural order, among writers' (default) or readers' candidates. */
-  private matching(selector: Document, limit: number, candidates = this.candidates(selector)): Document[] {
+  /** The first `limit` matching documents in natural order, among writers' (default) or readers' candidates; `plan` learns how many were examined. */
+  private matching(selector: Document, limit: number, candidates = this.candidates(selector), plan?: QueryPlan): Document[] {
     const matcher = compileSelector(selector);
     const out: Document[] = [];
     if (limit <= 0) return out;
+    let examined = 0;
     for (const doc of candidates) {
+      examined++;
       if (matcher.test(doc) && out.push(doc) >= limit) break;
     }
+    if (plan) plan.examined = examined;
     return out;
   }
 
-  private select(query: QuerySpec): Document[] {
+  private select(query: QuerySpec, plan?: QueryPlan): Document[] {
     const skip = query.skip ?? 0;
     const limit = query.limit ? query.limit : Infinity; // 0 means no limit, as in MongoDB
     // Without a sort, the first matches in natural order are the answer.
-    const matches = this.matching(query.selector, query.sort ? Infinity : skip + limit, this.loggedCandidates(query.selector));
+    const matches = this.matching(query.selector, query.sort ? Infinity : skip + limit, this.loggedCandidates(query.selector, plan), plan);
     if (query.sort) matches.sort(compileStableSort(query.sort));
     return skip === 0 && limit >= matches.length ? matches : matches.slice(skip, skip + limit);
   }
@@ -308,8 +320,8 @@ export class EmbeddedCollection implements CollectionDriver {
    * those a single-field index holds for a top-level equality (the smallest
    * such set), else all. The matcher re-checks every candidate.
    */
-  private candidates(selector: Document): Iterable<Document> {
-    const ids = this.idCandidates(selector) ?? this.indexCandidates(selector);
+  private candidates(selector: Document, plan?: QueryPlan): Iterable<Document> {
+    const ids = this.candidateIds(selector, plan);
     if (!ids) return this.docs.values();
     const keys = [...ids].filter((id) => this.docs.has(id));
     if (keys.length > 1) keys.sort((a, b) => this.order.get(a)! - this.order.get(b)!);
@@ -317,9 +329,24 @@ export class EmbeddedCollection implements CollectionDriver {
   }
 
   /** What readers may see of the candidates: logged versions in their logged places. */
-  private loggedCandidates(selector: Document): Iterable<Document> {
-    if (this.unlogged.size === 0) return this.candidates(selector);
-    const ids = this.idCandidates(selector) ?? this.indexCandidates(selector);
+  /** The ids named by `_id`, else by the best index, else undefined (a scan); `plan` learns which. */
+  private candidateIds(selector: Document, plan?: QueryPlan): Iterable<string> | undefined {
+    const ids = this.idCandidates(selector);
+    if (ids) {
+      if (plan) plan.stage = 'IDHACK';
+      return ids;
+    }
+    const found = this.indexCandidates(selector);
+    if (found && plan) {
+      plan.stage = 'IXSCAN';
+      plan.index = found.index;
+    }
+    return found?.ids;
+  }
+
+  private loggedCandidates(selector: Document, plan?: QueryPlan): Iterable<Document> {
+    if (this.unlogged.size === 0) return this.candidates(selector, plan);
+    const ids = this.candidateIds(selector, plan);
     if (!ids) return this.loggedScan();
     const found: Array<[number, Document]> = [];
     for (const id of new Set([...ids, ...this.unlogged.keys()])) {
@@ -353,13 +380,13 @@ export class EmbeddedCollection implements CollectionDriver {
     }
   }
 
-  private indexCandidates(selector: Document): ReadonlySet<string> | undefined {
-    let best: ReadonlySet<string> | undefined;
+  private indexCandidates(selector: Document): { ids: ReadonlySet<string>; index: string } | undefined {
+    let best: { ids: ReadonlySet<string>; index: string } | undefined;
     for (const [field, condition] of Object.entries(selector)) {
       if (field.startsWith('$')) continue;
       const value = isOperatorObject(condition) && Object.keys(condition).length === 1 ? condition.$eq : condition;
-      const ids = this.indexes.lookup(field, value);
-      if (ids && (!best || ids.size < best.size)) best = ids;
+      const found = this.indexes.lookup(field, value);
+      if (found && (!best || found.ids.size < best.ids.size)) best = found;
     }
     return best;
   }

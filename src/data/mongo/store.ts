@@ -10,6 +10,7 @@
  * `auto` (the default): the oplog when MONGO_OPLOG_URL is set, else change
  * streams when a probe shows the server delivers them, else polling.
  */
+import { apm } from '../../metrics/apm.js';
 import { MongoClient, MongoError, MongoNetworkError, MongoNotConnectedError, MongoServerClosedError, MongoServerSelectionError, MongoTopologyClosedError, type Db } from 'mongodb';
 import { createLogger, redactedUrl, type Logger } from '../../log.js';
 import { dataMetrics } from '../data-metrics.js';
@@ -74,7 +75,12 @@ async function connected(url: string, serverSelectionTimeoutMS: number): Promise
   // The driver's connect timeout (30 s by default) also bounds how long its monitor waits on a server
   // that accepts a connection but does not answer yet (one restarting); 5 s is plenty on a LAN.
   const connectTimeoutMS = /[?&]connectTimeoutMS=/i.test(url) ? undefined : 5000;
-  const client = new MongoClient(url, { serverSelectionTimeoutMS, ...(connectTimeoutMS ? { connectTimeoutMS } : {}) });
+  // Command monitoring feeds the APM's per-command figures (a few events per command; none when APM is off).
+  const client = new MongoClient(url, { serverSelectionTimeoutMS, ...(connectTimeoutMS ? { connectTimeoutMS } : {}), monitorCommands: apm.enabled });
+  if (apm.enabled) {
+    client.on('commandSucceeded', (event) => apm.database.command(event.commandName, event.duration, false));
+    client.on('commandFailed', (event) => apm.database.command(event.commandName, event.duration, true));
+  }
   try {
     return await client.connect();
   } catch (error) {
