@@ -25,7 +25,7 @@ import type { OutputBudget } from '../transport/output-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
 import type { DDPVersion } from '../ddp/messages.js';
 import type { ConnectionHandle } from './connection-handle.js';
-import { HttpRoutes, type HealthReport } from './http.js';
+import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from './http.js';
 import { apm, type SessionFigures } from '../metrics/apm.js';
 import type { PublicationStrategy } from './merge-box.js';
 import { runDispatchHooks, type DispatchEvent, type DispatchHook } from './dispatch-hooks.js';
@@ -317,7 +317,7 @@ export class PerseidServer implements SessionServer {
     return new Promise((resolve, reject) => {
       const onError = (error: Error) => reject(error);
       this.httpServer.once('error', onError);
-      this.httpServer.listen(port, host, () => {
+      this.httpServer.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
         this.httpServer.off('error', onError);
         const address = this.httpServer.address() as AddressInfo;
         const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
