@@ -59,7 +59,7 @@ export interface DashboardView {
   history: HistoryPoint[];
   methods: MethodRow[];
   publications: PublicationRow[];
-  liveQueries: { created: number; reused: number; reuseRatio: number; active: number; docsRead: number; requeries: number; byStrategy: Record<string, number> };
+  liveQueries: { created: number; reused: number; reuseRatio: number; active: number; docsRead: number; requeries: number; byStrategy: Record<string, number>; bySource: Record<string, number> };
   shapes: Array<{ collection: string; shape: string; ops: number; avgMs: number; returned: number; examinedPerReturned: number | null; plan?: string }>;
   traces: TraceRecord[];
   errors: ErrorRecord[];
@@ -140,6 +140,8 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
   const reused = counter(snapshot, 'perseid_live_query_reuses_total');
   const byStrategy: Record<string, number> = {};
   for (const r of reports) for (const [k, v] of Object.entries(r.liveQueries.active)) byStrategy[k] = (byStrategy[k] ?? 0) + v;
+  const bySource: Record<string, number> = {};
+  for (const r of reports) for (const [k, v] of Object.entries(r.liveQueries.activeBySource)) bySource[k] = (bySource[k] ?? 0) + v;
   const traces = reports
     .flatMap((r) => r.traces)
     .sort((a, b) => b.total - a.total)
@@ -210,6 +212,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       docsRead: counter(snapshot, 'perseid_live_query_documents_read_total'),
       requeries: counter(snapshot, 'perseid_live_query_requeries_total'),
       byStrategy,
+      bySource,
     },
     shapes,
     traces,
