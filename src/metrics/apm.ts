@@ -333,8 +333,7 @@ export class Apm {
   }
 
   /** This process's CPU, memory, event-loop delay and GC, as of the latest sample. */
-  processFigures(): ApmReport['process'] {
-    const latest = this.latest ?? this.process.sample();
+  processFigures(latest: ProcessSample = this.latest ?? this.process.sample()): ApmReport['process'] {
     const gc: Record<string, HistogramData> = {};
     for (const [kind, histogram] of Object.entries(this.process.gc)) gc[kind] = histogram.data();
     return {
@@ -400,7 +399,7 @@ export class Apm {
         }),
         commands: this.database.commands.values().map((c) => ({ name: c.name, count: c.count, failures: c.failures, time: c.time.data() })),
       },
-      process: this.processFigures(),
+      process: this.processFigures(latest),
       sessions: { ...this.sessionFigures(), users: this.users || this.sessionFigures().users },
       sessionsOpened: { ...this.openedByTransport },
       counters: metrics.list().map((m) => ({ name: m.name, help: m.help, kind: m instanceof Counter ? 'counter' : 'gauge', value: m.get() })),
