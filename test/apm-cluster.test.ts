@@ -11,6 +11,7 @@ import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
 import { freshDatabase } from './databases.js';
+import { seriesValue } from './helpers.js';
 import { eventually, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
 
@@ -31,11 +32,6 @@ async function member(env: NodeJS.ProcessEnv, extra: string[] = []): Promise<Per
   return startPerseid(APP, ['--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--discovery-interval-ms', '200', ...extra], env);
 }
 
-/** The value of the series `name{labels}` (labels exactly as served), or undefined when absent. */
-function value(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 describe("a balancing cluster's /metrics", { skip }, () => {
   let database: ReturnType<typeof freshDatabase>;
@@ -77,15 +73,15 @@ describe("a balancing cluster's /metrics", { skip }, () => {
         // Calls keep coming until the other server announces a window that had some.
         await caller!.call('whoami');
         text = await (await fetch(`${balancer.url}/metrics`)).text();
-        return value(text, `perseid_server_sessions{server="${otherId}"}`) === 3 && value(text, `perseid_server_sessions{server="${cluster.id}"}`) === 1 && (value(text, `perseid_server_methods_per_second{server="${otherId}"}`) ?? 0) > 0;
+        return seriesValue(text, `perseid_server_sessions{server="${otherId}"}`) === 3 && seriesValue(text, `perseid_server_sessions{server="${cluster.id}"}`) === 1 && (seriesValue(text, `perseid_server_methods_per_second{server="${otherId}"}`) ?? 0) > 0;
       },
       'the balancer to list both servers with their sessions and calls',
       15000,
     );
     for (const id of [cluster.id, otherId]) {
-      assert.ok(value(text, `perseid_server_resident_memory_bytes{server="${id}"}`)! > 10 * 1024 * 1024, `memory of ${id}`);
+      assert.ok(seriesValue(text, `perseid_server_resident_memory_bytes{server="${id}"}`)! > 10 * 1024 * 1024, `memory of ${id}`);
       for (const family of ['perseid_server_cpu_percent', 'perseid_server_event_loop_delay_seconds', 'perseid_server_method_p95_seconds', 'perseid_server_methods_per_second']) {
-        const v = value(text, `${family}{server="${id}"}`);
+        const v = seriesValue(text, `${family}{server="${id}"}`);
         assert.ok(v !== undefined && v >= 0, `${family} of ${id}: ${v}`);
       }
     }

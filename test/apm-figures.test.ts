@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import WebSocket from 'ws';
 import type { ApmSnapshot } from '../src/metrics/apm.js';
-import { RawPeer, startServer, type TestServer } from './helpers.js';
+import { RawPeer, seriesValue, startServer, type TestServer } from './helpers.js';
 import { SockjsPeer } from './processes.js';
 
 /** A raw DDP client that keeps the text of every message it receives, as sent. */
@@ -77,11 +77,8 @@ async function scrape(t: TestServer): Promise<string> {
   return res.text();
 }
 
-/** The value of the series `name{labels}` (labels exactly as served), or 0 when absent. */
-function value(text: string, series: string): number {
-  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
-  return line === undefined ? 0 : Number(line.slice(series.length + 1));
-}
+/** The value of a series, 0 when absent. */
+const value = (text: string, series: string) => seriesValue(text, series) ?? 0;
 
 describe('APM figures: bytes, transports, compression, sources', () => {
   let t: TestServer;
