@@ -1,7 +1,8 @@
 /**
  * How loaded this process is: open sessions, CPU, event-loop delay, memory,
- * the p95 method time and methods per second, announced to discovery for choosing where new
- * clients go and for the autoscaler.
+ * the p95 method time and methods per second, announced to discovery for
+ * choosing where new clients go, for the autoscaler, and for every server's
+ * summary in a balancer's /metrics.
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { ServerSummary } from '../metrics/apm.js';
