@@ -5,6 +5,7 @@
  */
 import type { Db, MongoClient } from 'mongodb';
 import type { Logger } from '../../log.js';
+import type { ChangeSourceKind } from '../change-source.js';
 import type { ChangeHub } from './change-hub.js';
 import { ChangeStreamFeeder, type StreamScope } from './change-stream-feeder.js';
 import { OplogFeeder } from './oplog-feeder.js';
@@ -16,6 +17,7 @@ export type DatabaseSourceChoice = 'auto' | 'change-stream' | 'oplog' | 'poll';
 export interface OpenedFeeder {
   feeder: DatabaseFeeder;
   name: string;
+  kind: ChangeSourceKind;
   reason: string;
   /** Whether the feeder reports changes by document id (fences then wait for those ids). */
   tracksIds: boolean;
@@ -55,7 +57,7 @@ export async function openDatabaseFeeder(
     if (!oplogClient) throw new Error('The oplog change source needs MONGO_OPLOG_URL');
     const feeder = new OplogFeeder(oplogClient.db().collection('oplog.rs'), db.databaseName, hub, { minIntervalMs: 20, maxIntervalMs: 200 }, log);
     await feeder.start();
-    return { feeder, name: 'oplog tailing', reason: choice === 'oplog' ? 'chosen' : 'MONGO_OPLOG_URL is set', tracksIds: true };
+    return { feeder, name: 'oplog tailing', kind: 'oplog', reason: choice === 'oplog' ? 'chosen' : 'MONGO_OPLOG_URL is set', tracksIds: true };
   }
   if (choice === 'change-stream' || choice === 'auto') {
     const scope: StreamScope | undefined = (await streamDelivers(db, 'database', 1500))
@@ -68,10 +70,10 @@ export async function openDatabaseFeeder(
       const feeder = new ChangeStreamFeeder(db, hub, scope, log);
       hub.ready = (collection) => feeder.streaming(collection);
       return scope === 'database'
-        ? { feeder, name: 'a database change stream', reason: 'the server streams database changes', tracksIds: true }
-        : { feeder, name: 'per-collection change streams', reason: 'the server streams collection changes only', tracksIds: true };
+        ? { feeder, name: 'a database change stream', kind: 'change-stream', reason: 'the server streams database changes', tracksIds: true }
+        : { feeder, name: 'per-collection change streams', kind: 'change-stream', reason: 'the server streams collection changes only', tracksIds: true };
     }
     if (choice === 'change-stream') throw new Error('This MongoDB server does not deliver change streams (a replica set is needed)');
   }
-  return { feeder: new PollFeeder(hub, pollIntervalMs), name: 'polling', reason: choice === 'poll' ? 'chosen' : 'no change streams and no MONGO_OPLOG_URL', tracksIds: false };
+  return { feeder: new PollFeeder(hub, pollIntervalMs), name: 'polling', kind: 'polling', reason: choice === 'poll' ? 'chosen' : 'no change streams and no MONGO_OPLOG_URL', tracksIds: false };
 }

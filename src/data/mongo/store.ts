@@ -13,6 +13,7 @@
 import { apm } from '../../metrics/apm.js';
 import { MongoClient, MongoError, MongoNetworkError, MongoNotConnectedError, MongoServerClosedError, MongoServerSelectionError, MongoTopologyClosedError, type Db } from 'mongodb';
 import { createLogger, redactedUrl, type Logger } from '../../log.js';
+import type { ChangeSourceKind } from '../change-source.js';
 import { dataMetrics } from '../data-metrics.js';
 import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
 import type { FanoutBus } from '../../fanout/bus.js';
@@ -58,7 +59,7 @@ export interface MongoStoreOptions {
    */
   operationTimeoutMs?: number;
   /** For change source `ipc` (a worker): the primary's change feed, and what it follows the database with. */
-  feed?: { link: FeedLink; name: string };
+  feed?: { link: FeedLink; name: string; kind: ChangeSourceKind };
   /**
    * Cross-server fan-out: writes are published on the bus, live queries follow
    * the bus, and the server holding `relay.lease` relays changes made outside
@@ -193,14 +194,15 @@ export class MongoStore implements StorageDriver {
   }
 
   private async chooseSource(choice: ChangeSourceChoice): Promise<void> {
-    const why = (source: string, reason: string) => {
+    const why = (source: string, kind: ChangeSourceKind, reason: string) => {
       this.changes.name = source;
+      this.changes.kind = kind;
       this.log.info(`live queries follow ${source}`, { why: reason });
     };
     if (choice === 'ipc') {
       if (!this.options.feed) throw new Error('The ipc change source needs the primary\'s feed');
       this.feeder = new IpcFeeder(this.changes, this.options.feed.link);
-      why(`the primary's ${this.options.feed.name}`, 'a worker receives the changes its primary follows for the whole machine');
+      why(`the primary's ${this.options.feed.name}`, this.options.feed.kind, 'a worker receives the changes its primary follows for the whole machine');
       return;
     }
     if (this.options.fanout) {
@@ -219,13 +221,13 @@ export class MongoStore implements StorageDriver {
         });
         this.relay.start();
       }
-      why('the fan-out bus', relay ? 'writes of every server arrive on it, and one server relays changes made outside Perseid' : 'writes of every server arrive on it');
+      why('the fan-out bus', 'fanout', relay ? 'writes of every server arrive on it, and one server relays changes made outside Perseid' : 'writes of every server arrive on it');
       return;
     }
     const opened = await openDatabaseFeeder(this.changes, this.db, this.oplogClient, choice, this.options.pollIntervalMs ?? 10000, this.log);
     this.feeder = opened.feeder;
     this.tracksIds = opened.tracksIds;
-    why(opened.name, opened.reason);
+    why(opened.name, opened.kind, opened.reason);
   }
 }
 
