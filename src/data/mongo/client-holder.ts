@@ -2,10 +2,10 @@
  * The store's current MongoClient, and the watchdog that replaces it when it
  * is wedged. The driver (7.x) sometimes never rediscovers a restarted server
  * (FerretDB, about 1 restart in 5 under load): its monitor keeps the server
- * Unknown and every operation fails server selection for 30 s and more, while
- * a new client on the same URL connects at once. No driver option was found
+ * Unknown, or its operations get no answer, for 30 s and more, while a new
+ * client on the same URL connects at once. No driver option was found
  * that prevents it, so: when operations have failed as unavailable for
- * `wedgedAfterMs` and a fresh client can `ping` while the current one still
+ * `wedgedAfterMs` (3 s) and a fresh client can `ping` while the current one still
  * cannot, the fresh one takes over. Everything that talks to the database asks
  * the holder for the current client (collections, feeders), runs its
  * operations through `run` (which also gives them a deadline), and feeders that
@@ -51,7 +51,7 @@ export interface ClientHolderOptions {
   log: Logger;
   /** An operation with no answer after this long fails as unavailable. */
   operationTimeoutMs: number;
-  /** How long operations must have failed as unavailable, with no success between, before a fresh client is tried (default 5000 ms). */
+  /** How long operations must have failed as unavailable, with no success between, before a fresh client is tried (default 3000 ms). */
   wedgedAfterMs?: number;
   /** How long the fresh client, and then the current one, get to answer a `ping` (default 2000 ms). */
   probeTimeoutMs?: number;
@@ -109,12 +109,13 @@ export class ClientHolder {
   /** Runs one operation on the current client with a deadline, and records how it went. */
   async run<T>(operation: () => Promise<T>): Promise<T> {
     const client = this.current;
+    const started = Date.now();
     try {
       const result = await withDeadline(operation(), this.options.operationTimeoutMs);
       this.succeeded(client);
       return result;
     } catch (error) {
-      this.failed(error, client);
+      this.failed(error, client, started);
       throw error;
     }
   }
@@ -127,12 +128,15 @@ export class ClientHolder {
     this.nextProbeAt = 0;
   }
 
-  /** An operation on `client` failed; a failure to reach the database, long enough, starts a probe. */
-  failed(error: unknown, client: MongoClient): void {
+  /**
+   * An operation on `client`, started at `since`, failed; failures to reach the database for long
+   * enough start a probe. An operation that timed out had no answer since it started.
+   */
+  failed(error: unknown, client: MongoClient, since = Date.now()): void {
     if (client !== this.current || this.closed || !isUnavailable(error)) return;
     const now = Date.now();
-    this.failingSince ??= now;
-    if (this.probing || now - this.failingSince < (this.options.wedgedAfterMs ?? 5000) || now < this.nextProbeAt) return;
+    this.failingSince = Math.min(this.failingSince ?? since, since);
+    if (this.probing || now - this.failingSince < (this.options.wedgedAfterMs ?? 3000) || now < this.nextProbeAt) return;
     this.probing = true;
     void this.probe().finally(() => (this.probing = false));
   }

@@ -46,7 +46,7 @@ export interface MongoStoreOptions {
    */
   operationTimeoutMs?: number;
   /**
-   * After operations have failed as unavailable this long (default 5000 ms), a new client is
+   * After operations have failed as unavailable this long (default 3000 ms), a new client is
    * tried; if it can reach the database while the store's cannot, it replaces it (see client-holder.ts).
    */
   wedgedAfterMs?: number;
