@@ -3,10 +3,11 @@
  * the whole database, or per collection where that is all the server offers),
  * or polling. Used by a store for its own live queries, and by the fan-out relay.
  */
-import type { Db, MongoClient } from 'mongodb';
+import type { Db } from 'mongodb';
 import type { Logger } from '../../log.js';
 import type { ChangeSourceKind } from '../change-source.js';
 import type { ChangeHub } from './change-hub.js';
+import type { ClientHolder } from './client-holder.js';
 import { ChangeStreamFeeder, type StreamScope } from './change-stream-feeder.js';
 import { OplogFeeder } from './oplog-feeder.js';
 import { PollFeeder } from './poll-feeder.js';
@@ -47,15 +48,16 @@ async function streamDelivers(db: Db, scope: StreamScope, ms: number): Promise<b
 
 export async function openDatabaseFeeder(
   hub: ChangeHub,
-  db: Db,
-  oplogClient: MongoClient | undefined,
+  clients: ClientHolder,
+  oplogClients: ClientHolder | undefined,
   choice: DatabaseSourceChoice,
   pollIntervalMs: number,
   log: Logger,
 ): Promise<OpenedFeeder> {
-  if (choice === 'oplog' || (choice === 'auto' && oplogClient)) {
-    if (!oplogClient) throw new Error('The oplog change source needs MONGO_OPLOG_URL');
-    const feeder = new OplogFeeder(oplogClient.db().collection('oplog.rs'), db.databaseName, hub, { minIntervalMs: 20, maxIntervalMs: 200 }, log);
+  const db = clients.db;
+  if (choice === 'oplog' || (choice === 'auto' && oplogClients)) {
+    if (!oplogClients) throw new Error('The oplog change source needs MONGO_OPLOG_URL');
+    const feeder = new OplogFeeder(oplogClients, db.databaseName, hub, { minIntervalMs: 20, maxIntervalMs: 200 }, log);
     await feeder.start();
     return { feeder, name: 'oplog tailing', kind: 'oplog', reason: choice === 'oplog' ? 'chosen' : 'MONGO_OPLOG_URL is set', tracksIds: true };
   }
@@ -67,7 +69,7 @@ export async function openDatabaseFeeder(
         : undefined;
     await db.collection(PROBE_COLLECTION).drop().catch(() => undefined);
     if (scope) {
-      const feeder = new ChangeStreamFeeder(db, hub, scope, log);
+      const feeder = new ChangeStreamFeeder(clients, hub, scope, log);
       hub.ready = (collection) => feeder.streaming(collection);
       return scope === 'database'
         ? { feeder, name: 'a database change stream', kind: 'change-stream', reason: 'the server streams database changes', tracksIds: true }
