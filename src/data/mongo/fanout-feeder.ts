@@ -134,6 +134,7 @@ export class FanoutFeeder {
       return;
     }
     fanoutMetrics.applied.inc();
+    if (wire.o === 's') fanoutMetrics.resyncs.inc();
     if (wire.o === 's') this.hub.resync(wire.r ? 'the relay lost track of the database' : 'collection dropped on another server', wire.c);
     else this.hub.emit({ collection: wire.c, op: CHANGE_OPS[wire.o], id: wire.i, doc: wire.d, modifier: wire.m });
   }
