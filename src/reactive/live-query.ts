@@ -45,7 +45,39 @@ export interface LiveQueryOptions {
   maxQueued: number;
   /** Resolves when the change source receives this collection's changes (see ChangeSource.ready). */
   sourceReady(): Promise<void> | undefined;
+  /** Told which documents the query holds and when it is catching up, for routing changes to it (ChangeRouter). */
+  routing?: RoutingHooks;
   log: Logger;
+}
+
+export interface RoutingHooks {
+  held(key: string): void;
+  released(key: string): void;
+  /** True while the query queues events (loading, or waiting for a read): it must then see every one. */
+  catchingUp(on: boolean): void;
+}
+
+/** A map that reports the keys it gains and loses. */
+class HeldMap<V> extends Map<string, V> {
+  constructor(private readonly hooks: RoutingHooks) {
+    super();
+  }
+
+  override set(key: string, value: V): this {
+    if (!super.has(key)) this.hooks.held(key);
+    return super.set(key, value);
+  }
+
+  override delete(key: string): boolean {
+    const had = super.delete(key);
+    if (had) this.hooks.released(key);
+    return had;
+  }
+
+  override clear(): void {
+    for (const key of super.keys()) this.hooks.released(key);
+    super.clear();
+  }
 }
 
 function chooseStrategy(spec: QuerySpec, matcher: Matcher): { strategy: Strategy; reason: string } {
@@ -62,19 +94,22 @@ export class LiveQuery {
   private readonly matcher: Matcher;
   private readonly projector: Projector;
   private readonly comparator: Comparator | undefined;
+  /** Top-level fields the selector and the sort read: an update touching none of them cannot bring a document in. */
+  readonly reads: ReadonlySet<string> | 'all';
 
   private state: 'loading' | 'ready' | 'failed' | 'stopped' = 'loading';
   /** What observers see: published documents by DDP id. */
-  private readonly published = new Map<string, ResultEntry>();
+  private readonly published: Map<string, ResultEntry>;
   /** `window` only: the sorted first matches (published ones and the buffer), and whether that is all of them. */
   private ordered: ResultEntry[] = [];
-  private readonly inOrdered = new Map<string, ResultEntry>();
+  private readonly inOrdered: Map<string, ResultEntry>;
   private complete = true;
+  private reportedCatchingUp = true;
 
   private observers: LiveQueryObserver[] = [];
   /** Events that arrived while loading or while asynchronous work was under way, applied in order after it. */
   private queue: ChangeEvent[] = [];
-  private busy = false;
+  private working = false;
   private requeryWanted = false;
   private requeryTimer: NodeJS.Timeout | undefined;
   private lastRequeryAt = 0;
@@ -96,9 +131,32 @@ export class LiveQuery {
     this.projector = compileProjection(spec.projection);
     this.comparator = spec.sort ? compileStableSort(spec.sort) : undefined;
     ({ strategy: this.strategy, reason: this.reason } = chooseStrategy(spec, this.matcher));
+    const read = this.matcher.fields;
+    this.reads = read === 'all' ? 'all' : new Set([...read, ...(spec.sort?.map(([path]) => path.split('.')[0]!) ?? [])]);
+    // What the query holds, for routing: a window's sorted buffer (a superset of what it publishes), else its result.
+    const hooks = options.routing;
+    this.published = hooks && this.strategy === 'set' ? new HeldMap(hooks) : new Map();
+    this.inOrdered = hooks && this.strategy === 'window' ? new HeldMap(hooks) : new Map();
     this.ready = this.load();
     // Whoever attaches awaits `ready` and sees the error; this only keeps it from being reported as unhandled.
     this.ready.catch(() => undefined);
+  }
+
+  /** Waiting for a read: events queue until it is done. */
+  private get busy(): boolean {
+    return this.working;
+  }
+
+  private set busy(on: boolean) {
+    this.working = on;
+    this.reportCatchingUp();
+  }
+
+  private reportCatchingUp(): void {
+    const on = this.state === 'loading' || this.working;
+    if (on === this.reportedCatchingUp) return;
+    this.reportedCatchingUp = on;
+    this.options.routing?.catchingUp(on);
   }
 
   get size(): number {
@@ -135,6 +193,11 @@ export class LiveQuery {
     // Copy on write: a change being delivered keeps iterating the old list.
     this.observers = this.observers.filter((o) => o !== observer);
     return this.observers.length;
+  }
+
+  /** The documents (DDP ids) this query holds and must hear about. */
+  heldKeys(): IterableIterator<string> {
+    return this.strategy === 'window' ? this.inOrdered.keys() : this.published.keys();
   }
 
   stop(): void {
@@ -197,12 +260,14 @@ export class LiveQuery {
       if (this.state === 'stopped') return;
       this.resetTo(docs, spec.limit);
       this.state = 'ready';
+      this.reportCatchingUp();
       const queued = this.queue;
       this.queue = [];
       // Events the query already reflects are skipped; later ones are applied.
       this.runQueue(position === undefined ? queued : queued.filter((e) => e.seq > position));
     } catch (error) {
       this.state = 'failed';
+      this.reportCatchingUp();
       this.releaseSettled(Infinity);
       throw error;
     }
@@ -330,17 +395,13 @@ export class LiveQuery {
 
   /** Whether an update of a document outside the result could bring it in: it touches a field the selector or sort reads. */
   private couldEnter(modifier: Document): boolean {
-    const read = this.matcher.fields;
+    const read = this.reads;
     if (read === 'all') return true;
-    const sortFields = this.spec.sort?.map(([path]) => path.split('.')[0]!) ?? [];
     for (const [op, args] of Object.entries(modifier)) {
       if (typeof args !== 'object' || args === null) return true;
       for (const [path, value] of Object.entries(args as Document)) {
-        const fields = op === '$rename' ? [path, String(value)] : [path];
-        for (const field of fields) {
-          const top = field.split('.')[0]!;
-          if (read.has(top) || sortFields.includes(top)) return true;
-        }
+        if (read.has(path.split('.')[0]!)) return true;
+        if (op === '$rename' && read.has(String(value).split('.')[0]!)) return true;
       }
     }
     return false;

@@ -66,11 +66,13 @@ export class MongoCollection implements CollectionDriver {
       const upsertedId = upserted.length ? (options.insertedId ?? fromMongoDocument({ _id: upserted[0] })._id) : undefined;
       // A replacement is the whole document; an operator update is its modifier (a live query
       // holding the document applies it, another reads the document if it could now match).
-      const touched = upsertedId === undefined ? ids : [...ids, upsertedId];
-      this.host.publish(
-        this.name,
-        touched.map((id) => (operators ? { op: 'update', id, modifier } : { op: 'update', id, doc: { ...modifier, _id: id } })),
+      // A document an upsert inserted goes by id alone: its modifier says nothing of the fields
+      // it lacks, which a selector like `{owner: null}` or `{}` matches.
+      const events: Array<{ op: 'update'; id: unknown; modifier?: Document; doc?: Document }> = ids.map((id) =>
+        operators ? { op: 'update', id, modifier } : { op: 'update', id, doc: { ...modifier, _id: id } },
       );
+      if (upsertedId !== undefined) events.push(operators ? { op: 'update', id: upsertedId } : { op: 'update', id: upsertedId, doc: { ...modifier, _id: upsertedId } });
+      this.host.publish(this.name, events);
     }
     const out: UpdateResult & WriteOutcome = {
       numberAffected: result.matchedCount + result.upsertedCount,
