@@ -19,7 +19,8 @@ import { createWithSeeds } from '../src/ddp/random.js';
 import type { DocChange } from '../src/reactive/doc-change.js';
 import { LiveQueryRegistry, type ObserveHandle } from '../src/reactive/registry.js';
 import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
-import { selectorEqualities } from '../src/query/selector.js';
+import { compileSelector, selectorEqualities } from '../src/query/selector.js';
+import { Query } from 'mingo';
 import './helpers.js';
 
 type Shape = 'doc' | 'modifier' | 'id';
@@ -203,6 +204,21 @@ describe('change routing', () => {
     assert.deepEqual([...selectorEqualities({ $and: [{ room: { $eq: 'r' } }, { owner: { $in: ['a', null] } }] })], [['room', ['r']]]);
     assert.deepEqual([...selectorEqualities({ owner: null, doc: { a: 1 }, when: new Date(0), re: /x/ })], []);
     assert.deepEqual([...selectorEqualities({ _id: { $in: ['a', 'b'] } })], [['_id', ['a', 'b']]]);
+  });
+
+  it('tests plain equality selectors without mingo exactly as mingo does', () => {
+    const random = createWithSeeds('plain-equalities');
+    const values: unknown[] = ['a', 'b', '', 1, 2, 0, -0, 1.5, true, false, null, undefined, ['a', 'b'], [1, 2], [['a']], [], { a: 1 }, [{ a: 'a' }], '1'];
+    const selectors: Document[] = [{ f: 'a' }, { f: 1 }, { f: 0 }, { f: true }, { f: '' }, { f: 'a', g: 1 }, { _id: 'a' }, { f: false, g: 'b' }];
+    for (let i = 0; i < 3000; i++) {
+      const doc: Document = { _id: random.choice(['a', 'b', 1])! };
+      for (const field of ['f', 'g']) {
+        const value = random.choice(values);
+        if (value !== undefined) doc[field] = value;
+      }
+      const selector = random.choice(selectors)!;
+      assert.equal(compileSelector(selector).test(doc), new Query(selector).test(doc), `${JSON.stringify(selector)} on ${JSON.stringify(doc)}`);
+    }
   });
 
   it('hands a change to the queries it can concern, not to every query of the collection', async () => {

@@ -59,8 +59,39 @@ function usesOperator(value: unknown, operators: Set<string>): boolean {
   return false;
 }
 
+/** One top-level field equal to a string, number or boolean: the field holds it, or holds an array with it. */
+function equalityTest(field: string, value: string | number | boolean): (doc: Document) => boolean {
+  return (doc) => {
+    const actual = doc[field];
+    return actual === value || (Array.isArray(actual) && actual.includes(value));
+  };
+}
+
+/**
+ * A selector of plain top-level equalities (`{_id: id}`, `{sessionId: s}`), the
+ * commonest by far, tested without building a mingo query: every write by id
+ * compiles one.
+ */
+function compilePlainEqualities(selector: Document): Matcher | undefined {
+  const tests: Array<(doc: Document) => boolean> = [];
+  for (const [field, value] of Object.entries(selector)) {
+    if (field.startsWith('$') || field.includes('.') || !isIndexableValue(value)) return undefined;
+    tests.push(equalityTest(field, value));
+  }
+  const fields = new Set(Object.keys(selector));
+  const [only] = tests;
+  return {
+    test: tests.length === 1 ? only! : (doc) => tests.every((test) => test(doc)),
+    matchesAll: false,
+    incremental: true,
+    fields,
+  };
+}
+
 export function compileSelector(selector: Document): Matcher {
   if (Object.keys(selector).length === 0) return { test: () => true, matchesAll: true, incremental: true, fields: new Set() };
+  const plain = compilePlainEqualities(selector);
+  if (plain) return plain;
   let query: Query;
   try {
     query = new Query(selector, {});
