@@ -69,7 +69,10 @@ function rssMb(pid: number): number {
 interface IdleOutcome {
   baselineRssMb: number;
   heldRssMb: number;
+  /** Sessions open while the held RSS was read (all of them, unless some failed to connect). */
+  sessions: number;
   held: number;
+  errorKinds: Record<string, number>;
   kbPerConnection: number;
   errors: number;
   generatorCpuSeconds: number;
@@ -78,6 +81,7 @@ interface IdleOutcome {
 interface StormOutcome {
   ready: number;
   errors: number;
+  errorKinds: Record<string, number>;
   /** Seconds from the first arrival until the last client was ready (1 s resolution, from the per-second timeline). */
   allReadyWithinSeconds: number;
   connectP99Ms: number;
@@ -119,12 +123,12 @@ async function idle(port: number): Promise<IdleOutcome> {
     const baselineRssMb = rssMb(pid);
     const jsonFile = join(dir, 'idle.json');
     const rate = Math.min(1000, connections);
-    const heldSamples: number[] = [];
+    const samples: Array<{ sessions: number; rss: number }> = [];
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
         const stats = await serverStats(port);
-        if ((stats.perseid_sessions ?? 0) >= connections) heldSamples.push(rssMb(pid));
+        samples.push({ sessions: stats.perseid_sessions ?? 0, rss: rssMb(pid) });
         await new Promise((r) => setTimeout(r, 1000));
       }
     })();
@@ -132,12 +136,17 @@ async function idle(port: number): Promise<IdleOutcome> {
     sampling = false;
     await sampler;
     const report = readReport(jsonFile);
-    const heldRssMb = heldSamples.length ? median(heldSamples) : NaN;
+    // While the crowd was at its largest (all C, unless some could not connect).
+    const most = Math.max(0, ...samples.map((s) => s.sessions));
+    const held = samples.filter((s) => s.sessions >= most * 0.999 && s.sessions > 0);
+    const heldRssMb = held.length ? median(held.map((s) => s.rss)) : NaN;
     return {
       baselineRssMb,
       heldRssMb,
+      sessions: most,
       held: report.counts['connections held'] ?? 0,
-      kbPerConnection: ((heldRssMb - baselineRssMb) * 1024) / connections,
+      errorKinds: report.errors,
+      kbPerConnection: ((heldRssMb - baselineRssMb) * 1024) / most,
       errors: errorsOf(report),
       generatorCpuSeconds: report.generatorCpuSeconds,
     };
@@ -153,6 +162,7 @@ async function storm(port: number): Promise<StormOutcome> {
     return {
       ready: report.measures.subscribe?.count ?? 0,
       errors: errorsOf(report),
+      errorKinds: report.errors,
       allReadyWithinSeconds: lastReady + 1,
       connectP99Ms: report.measures.connect?.p99 ?? NaN,
       subscribeP99Ms: report.measures.subscribe?.p99 ?? NaN,
@@ -172,13 +182,13 @@ for (let run = 1; run <= Number(values.runs); run++) {
   if (phases.includes('idle')) {
     process.stderr.write(`run ${run}: idle connections\n`);
     const o = await idle(port++);
-    process.stderr.write(`  ${fmt(o.kbPerConnection)} KB per connection (${fmt(o.baselineRssMb, 0)} → ${fmt(o.heldRssMb, 0)} MB), ${o.held} held, ${o.errors} errors\n`);
+    process.stderr.write(`  ${fmt(o.kbPerConnection)} KB per connection (${fmt(o.baselineRssMb, 0)} → ${fmt(o.heldRssMb, 0)} MB at ${o.sessions} sessions), ${o.held} held, ${o.errors} errors ${JSON.stringify(o.errorKinds)}\n`);
     idleRuns.push(o);
   }
   if (phases.includes('storm')) {
     process.stderr.write(`run ${run}: connection storm\n`);
     const o = await storm(port++);
-    process.stderr.write(`  ${o.ready} ready within ${o.allReadyWithinSeconds} s, ${o.errors} errors\n`);
+    process.stderr.write(`  ${o.ready} ready within ${o.allReadyWithinSeconds} s, ${o.errors} errors ${JSON.stringify(o.errorKinds)}\n`);
     stormRuns.push(o);
   }
 }
@@ -187,7 +197,7 @@ if (idleRuns.length) {
   console.log('| idle connections | held (each run) | errors | RSS before MB | RSS held MB | KB per connection | target | generator CPU s |');
   console.log('|---|---|---|---|---|---|---|---|');
   console.log(
-    `| ${connections} | ${idleRuns.map((o) => o.held).join(', ')} | ${idleRuns.reduce((a, o) => a + o.errors, 0)} | ${fmt(m((o) => o.baselineRssMb), 0)} | ${fmt(m((o) => o.heldRssMb), 0)} | ${fmt(m((o) => o.kbPerConnection))} | ≤ 16 KB: ${m((o) => o.kbPerConnection) <= 16 ? 'met' : 'not met'} | ${fmt(m((o) => o.generatorCpuSeconds))} |`,
+    `| ${connections} | ${idleRuns.map((o) => `${o.held} (${o.sessions} sessions)`).join(', ')} | ${idleRuns.reduce((a, o) => a + o.errors, 0)} | ${fmt(m((o) => o.baselineRssMb), 0)} | ${fmt(m((o) => o.heldRssMb), 0)} | ${fmt(m((o) => o.kbPerConnection))} | ≤ 16 KB: ${m((o) => o.kbPerConnection) <= 16 ? 'met' : 'not met'} | ${fmt(m((o) => o.generatorCpuSeconds))} |`,
   );
 }
 if (stormRuns.length) {

@@ -12,7 +12,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
 import { metrics } from '../metrics/registry.js';
 import type { ChangeSource } from '../data/change-source.js';
-import { HttpRoutes, type HealthReport } from '../server/http.js';
+import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from '../server/http.js';
 import { originAllowed, type AllowedOrigins } from '../transport/origins.js';
 import { isWebSocketPath, pathOf, sockjsSessionOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
@@ -119,7 +119,7 @@ export class Primary {
     await this.pool.start();
     await new Promise<void>((resolve, reject) => {
       this.httpServer.once('error', reject);
-      this.httpServer.listen(port, host, () => resolve());
+      this.httpServer.listen({ port, host, backlog: LISTEN_BACKLOG }, () => resolve());
     });
     const address = this.httpServer.address() as AddressInfo;
     return { url: `http://${address.address}:${address.port}`, port: address.port, host: address.address };

@@ -23,7 +23,7 @@ import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import type { DdpSocket } from '../transport/socket.js';
 import type { ConnectionHandle } from './connection-handle.js';
-import { HttpRoutes, type HealthReport } from './http.js';
+import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from './http.js';
 import type { PublicationStrategy } from './merge-box.js';
 import { runDispatchHooks, type DispatchEvent, type DispatchHook } from './dispatch-hooks.js';
 import type { MethodHandler } from './method-invocation.js';
@@ -282,7 +282,7 @@ export class PerseidServer implements SessionServer {
     return new Promise((resolve, reject) => {
       const onError = (error: Error) => reject(error);
       this.httpServer.once('error', onError);
-      this.httpServer.listen(port, host, () => {
+      this.httpServer.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
         this.httpServer.off('error', onError);
         const address = this.httpServer.address() as AddressInfo;
         const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;

@@ -129,3 +129,10 @@ export class HttpRoutes {
     );
   }
 }
+
+/**
+ * Connections the kernel may queue before they are accepted (Node's default is
+ * 511): a storm of thousands of clients in a second would otherwise see SYNs
+ * dropped and retried seconds later. The kernel caps it at net.core.somaxconn.
+ */
+export const LISTEN_BACKLOG = 8192;
