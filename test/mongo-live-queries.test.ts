@@ -7,15 +7,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { MongoClient } from 'mongodb';
-import { startService, type RunningService } from '../scripts/services/control.js';
+import { serviceUrl, startService, type RunningService } from '../scripts/services/control.js';
 import { Collection } from '../src/collections/collection.js';
-import type { Database } from '../src/collections/database.js';
+import { openDatabase, type Database } from '../src/collections/database.js';
+import { MemoryBus } from '../src/fanout/bus-memory.js';
 import type { Document, FindOptions } from '../src/data/types.js';
 import { EJSON } from '../src/ddp/ejson.js';
 import { dataMetrics } from '../src/data/data-metrics.js';
 import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
 import { createServer } from '../src/server/app.js';
-import { mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
+import { freshDatabase, mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { RawPeer } from './helpers.js';
 
 const { targets, missing } = await mongoTargets();
@@ -237,7 +238,6 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
   after(() => instance?.stop());
 
   it('answers methods with a clear 503 while it is down, and works again when it is back', async () => {
-    const { openDatabase } = await import('../src/collections/database.js');
     const database = await openDatabase({ mongoUrl: `${instance.url}gone`, changeSource: 'change-stream', serverSelectionTimeoutMs: 1000 });
     const c = new Collection('gone', { database });
     const server = createServer();
@@ -271,6 +271,30 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
     } finally {
       await server.close();
       await database.close();
+    }
+  });
+});
+
+describe('a document an upsert inserts, published over fan-out', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  it('reaches queries that match it by a field it lacks, and the empty selector', async () => {
+    const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
+    // Fan-out without a relay: live queries learn of this process's writes from what its driver publishes.
+    const database = await openDatabase({ mongoUrl: fresh.url, fanout: { bus: new MemoryBus(), serverId: 'upsert-test' } });
+    try {
+      const c = new Collection('upserted', { database });
+      const ownerless = await mirror(c, { owner: null });
+      const all = await mirror(c, {});
+      await c.upsertAsync({ name: 'x' }, { $set: { n: 1 } });
+      await c.upsertAsync('fixed-id', { $set: { n: 2, owner: 'u1' } });
+      await converges(c, all.docs, {});
+      await converges(c, ownerless.docs, { owner: null });
+      assert.equal(all.docs.size, 2);
+      assert.equal(ownerless.docs.size, 1);
+      ownerless.stop();
+      all.stop();
+    } finally {
+      await database.close();
+      await fresh.drop();
     }
   });
 });
