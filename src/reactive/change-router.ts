@@ -113,23 +113,28 @@ export class ChangeRouter {
     return this.all.values();
   }
 
-  /** Files `query`; it starts out catching up (loading). */
-  add(query: LiveQuery): void {
+  /**
+   * Files `query`; true when it is filed by a constraint, and must then report
+   * what it holds and when it catches up (it starts out loading). An unfiled
+   * query gets every event and reports nothing.
+   */
+  add(query: LiveQuery): boolean {
     const reads = query.reads;
     this.all.add(query);
     this.order.set(query, this.created++);
-    this.catchingUp.add(query);
     const filing = query.strategy === 'requery' || reads === 'all' ? undefined : this.fileUnder(query, reads);
     if (!filing) {
       this.unfiled.add(query);
-      return;
+      return false;
     }
+    this.catchingUp.add(query);
     this.filings.set(query, filing);
     let index = this.fields.get(filing.field);
     if (!index) this.fields.set(filing.field, (index = { byValue: new Map(), readers: new Map(), queries: new Set() }));
     index.queries.add(query);
     for (const value of filing.values) addTo(index.byValue, value, query);
     for (const field of filing.reads) addTo(index.readers, field, query);
+    return true;
   }
 
   remove(query: LiveQuery, heldKeys: Iterable<string>): void {
@@ -137,9 +142,9 @@ export class ChangeRouter {
     this.order.delete(query);
     this.unfiled.delete(query);
     this.catchingUp.delete(query);
-    for (const key of heldKeys) deleteFrom(this.holders, key, query);
     const filing = this.filings.get(query);
     if (!filing) return;
+    for (const key of heldKeys) deleteFrom(this.holders, key, query);
     this.filings.delete(query);
     const index = this.fields.get(filing.field)!;
     index.queries.delete(query);

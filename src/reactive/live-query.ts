@@ -45,8 +45,6 @@ export interface LiveQueryOptions {
   maxQueued: number;
   /** Resolves when the change source receives this collection's changes (see ChangeSource.ready). */
   sourceReady(): Promise<void> | undefined;
-  /** Told which documents the query holds and when it is catching up, for routing changes to it (ChangeRouter). */
-  routing?: RoutingHooks;
   log: Logger;
 }
 
@@ -99,10 +97,12 @@ export class LiveQuery {
 
   private state: 'loading' | 'ready' | 'failed' | 'stopped' = 'loading';
   /** What observers see: published documents by DDP id. */
-  private readonly published: Map<string, ResultEntry>;
+  private published = new Map<string, ResultEntry>();
   /** `window` only: the sorted first matches (published ones and the buffer), and whether that is all of them. */
   private ordered: ResultEntry[] = [];
-  private readonly inOrdered: Map<string, ResultEntry>;
+  private inOrdered = new Map<string, ResultEntry>();
+  /** Told which documents the query holds and when it is catching up, when changes are routed to it by those. */
+  private routing: RoutingHooks | undefined;
   private complete = true;
   private reportedCatchingUp = true;
 
@@ -133,10 +133,6 @@ export class LiveQuery {
     ({ strategy: this.strategy, reason: this.reason } = chooseStrategy(spec, this.matcher));
     const read = this.matcher.fields;
     this.reads = read === 'all' ? 'all' : new Set([...read, ...(spec.sort?.map(([path]) => path.split('.')[0]!) ?? [])]);
-    // What the query holds, for routing: a window's sorted buffer (a superset of what it publishes), else its result.
-    const hooks = options.routing;
-    this.published = hooks && this.strategy === 'set' ? new HeldMap(hooks) : new Map();
-    this.inOrdered = hooks && this.strategy === 'window' ? new HeldMap(hooks) : new Map();
     this.ready = this.load();
     // Whoever attaches awaits `ready` and sees the error; this only keeps it from being reported as unhandled.
     this.ready.catch(() => undefined);
@@ -156,7 +152,7 @@ export class LiveQuery {
     const on = this.state === 'loading' || this.working;
     if (on === this.reportedCatchingUp) return;
     this.reportedCatchingUp = on;
-    this.options.routing?.catchingUp(on);
+    this.routing?.catchingUp(on);
   }
 
   get size(): number {
@@ -193,6 +189,18 @@ export class LiveQuery {
     // Copy on write: a change being delivered keeps iterating the old list.
     this.observers = this.observers.filter((o) => o !== observer);
     return this.observers.length;
+  }
+
+  /**
+   * From now on, reports what it holds (a window's sorted buffer, a superset of
+   * what it publishes; else its result) and when it is catching up. Call right
+   * after construction, before the first read returns.
+   */
+  reportTo(hooks: RoutingHooks): void {
+    if (this.published.size > 0 || this.inOrdered.size > 0) throw new Error('reportTo must be called before the live query has loaded');
+    this.routing = hooks;
+    if (this.strategy === 'set') this.published = new HeldMap(hooks);
+    if (this.strategy === 'window') this.inOrdered = new HeldMap(hooks);
   }
 
   /** The documents (DDP ids) this query holds and must hear about. */

@@ -158,15 +158,16 @@ export class LiveQueryRegistry {
       fetchDocument: (id, seq) => this.fetch(spec.collection, id, seq),
       maxQueued: this.options.maxQueuedChanges ?? 2000,
       sourceReady: () => this.driver.changes.ready?.(spec.collection),
-      routing: {
-        held: (id) => router.held(query, id),
-        released: (id) => router.released(query, id),
-        catchingUp: (on) => router.setCatchingUp(query, on),
-      },
       log: this.log,
     });
     this.queries.set(key, query);
-    router.add(query);
+    if (router.add(query)) {
+      query.reportTo({
+        held: (id) => router.held(query, id),
+        released: (id) => router.released(query, id),
+        catchingUp: (on) => router.setCatchingUp(query, on),
+      });
+    }
     liveQueryMetrics.created.inc();
     liveQueryMetrics.active.inc();
     // A query that re-runs on every change is a cost worth seeing without debug logs.
