@@ -180,7 +180,7 @@ export class LiveQuery {
   attach(observer: LiveQueryObserver): void {
     if (this.state !== 'ready') throw new Error(`Live query is ${this.state}`);
     observer.attached?.(this);
-    for (const entry of this.published.values()) observer.onChange(DocChange.added(this.collection, entry));
+    for (const entry of this.published.values()) observer.onChange(entry.addition(this.collection));
     this.observers = [...this.observers, observer];
   }
 
@@ -464,7 +464,7 @@ export class LiveQuery {
 
   private add(entry: ResultEntry): void {
     this.published.set(entry.key, entry);
-    this.emit(DocChange.added(this.collection, entry));
+    this.emit(entry.addition(this.collection));
   }
 
   private remove(entry: ResultEntry): void {
@@ -475,8 +475,7 @@ export class LiveQuery {
   private change(entry: ResultEntry, fields: Fields): void {
     const change = DocChange.changed(this.collection, entry.key, entry.fields, fields);
     if (!change) return;
-    entry.fields = fields;
-    entry.addedMessage = undefined;
+    entry.setFields(fields);
     this.emit(change);
   }
 
@@ -516,8 +515,7 @@ export class LiveQuery {
         const entry = old ?? new ResultEntry(id, key, fields);
         entry.doc = doc;
         if (old && diffFields(old.fields, fields)) {
-          old.fields = fields;
-          old.addedMessage = undefined;
+          old.setFields(fields);
         }
         this.ordered.splice(at, 0, entry);
         this.inOrdered.set(key, entry);
