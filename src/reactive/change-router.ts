@@ -154,7 +154,7 @@ export class ChangeRouter {
   }
 
   held(query: LiveQuery, key: string): void {
-    addTo(this.holders, key, query);
+    if (this.filings.has(query)) addTo(this.holders, key, query); // a query removed meanwhile leaves nothing behind
   }
 
   released(query: LiveQuery, key: string): void {
