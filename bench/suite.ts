@@ -5,7 +5,7 @@
  * the fast baseline go to a JSON file and a Markdown table.
  *
  * Usage: node dist/bench/suite.js [--cases s1-think,s1,s2,s3-20kb,s3-200kb,s3-200kb-live] [--runs 3] [--ladder 32,48,64]
- *        [--targets perseid,fast] [--load-extra "--processes 2"]
+ *        [--targets perseid,fast] [--load-extra="--processes 2"]
  * Run it with another Node (`/path/to/node dist/bench/suite.js`) and every
  * server and generator runs on that Node.
  */
@@ -53,7 +53,7 @@ Usage: suite [options]
   --ladder <list>  also run S1 with 500 ms think time at these rates (clients/s), once each,
                    and report the highest rate held (every client done, no error, p99 < 1 s)
   --targets <list> servers to run, of perseid, fast, naive (default all each case has)
-  --load-extra <args>  more perseid load arguments for every run, e.g. "--processes 2"
+  --load-extra=<args>  more perseid load arguments for every run, e.g. --load-extra="--processes 2"
                    (a second generator setting, so a figure does not hang on one client's timing)
   --out <file>     JSON results (default bench/results/suite.json)`;
 

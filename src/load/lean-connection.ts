@@ -340,7 +340,8 @@ export class LeanConnection {
   private answerPing(): void {
     const text = this.pingFrame!.toString();
     this.pingFrame = undefined;
-    if (!text.startsWith('{"msg":"ping"')) return;
+    // A ping still arriving while this side closes gets no answer (and must not throw from a socket callback).
+    if (!text.startsWith('{"msg":"ping"') || this.closedError) return;
     const id = /"id":("(?:[^"\\]|\\.)*")/.exec(text)?.[1];
     this.send(id ? `{"msg":"pong","id":${id}}` : '{"msg":"pong"}');
   }
