@@ -10,7 +10,7 @@ import tseslint from 'typescript-eslint';
 const LAYERS = {
   metrics: [],
   ddp: [],
-  query: ['ddp', 'data'], // data/types.ts only; see below
+  query: ['ddp'], // pure (mingo and the codec): the client shares it
   data: ['ddp', 'query', 'metrics', 'fanout', 'coordination'],
   coordination: ['data', 'ddp', 'metrics'],
   fanout: ['metrics', 'ddp'],
@@ -20,15 +20,20 @@ const LAYERS = {
   jobs: ['collections', 'coordination', 'data', 'ddp', 'metrics'],
   server: ['transport', 'jobs', 'collections', 'reactive', 'data', 'query', 'ddp', 'metrics'],
   'rate-limit': ['server', 'ddp', 'metrics'],
-  validation: ['ddp'],
+  contract: [], // pure: shared by server and client
+  validation: ['server', 'contract', 'ddp'],
   accounts: ['server', 'rate-limit', 'validation', 'collections', 'data', 'ddp', 'metrics'],
   cluster: ['server', 'jobs', 'transport', 'collections', 'reactive', 'data', 'fanout', 'coordination', 'ddp', 'metrics'],
   autoscale: ['cluster', 'metrics'],
-  client: ['ddp'],
+  client: ['ddp', 'query', 'contract'],
+  react: ['client', 'contract', 'ddp'],
   load: ['client', 'ddp'],
   testing: [], // runs the CLI as a process: imports nothing of ours
 };
-const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'jobs', 'transport', 'server', 'rate-limit', 'validation', 'accounts', 'cluster', 'autoscale', 'client', 'load', 'testing', 'cli'];
+const FOLDERS = ['metrics', 'ddp', 'query', 'data', 'coordination', 'fanout', 'reactive', 'collections', 'jobs', 'transport', 'server', 'rate-limit', 'contract', 'validation', 'accounts', 'cluster', 'autoscale', 'client', 'react', 'load', 'testing', 'cli'];
+
+/** Folders that run in browsers (the client bundle): no Node modules. */
+const BROWSER = ['ddp', 'query', 'contract', 'client', 'react'];
 
 function layerRules() {
   return Object.entries(LAYERS).map(([folder, allowed]) => {
@@ -39,12 +44,9 @@ function layerRules() {
         message: `src/${folder}/ may import only ${allowed.length ? allowed.join(', ') : 'nothing else of Perseid'} (see LAYERS in eslint.config.js).`,
       },
     ];
-    if (folder === 'query') {
-      patterns.push({ regex: '^\\.\\./data/(?!types\\.js$)', message: 'src/query/ reads only the data types (data/types.ts).' });
-    }
-    if (folder === 'client') {
+    if (BROWSER.includes(folder)) {
       // The browser client is bundled for pages: Node's modules must stay out (client/node.ts is the Node entry).
-      patterns.push({ regex: '^node:', message: 'src/client/ runs in browsers: no Node modules (client/node.ts is the Node entry).' });
+      patterns.push({ regex: '^node:', message: `src/${folder}/ runs in browsers: no Node modules (client/node.ts is the Node entry).` });
     }
     return {
       files: [`src/${folder}/**/*.ts`],

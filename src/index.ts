@@ -30,4 +30,6 @@ export {
   type RateLimitReply,
   type RateLimitStore,
 } from './rate-limit/index.js';
-export { validated, validate, check, Match, MatchError, type Pattern } from './validation/index.js';
+export { validated, validate, implement, check, Match, MatchError, type Pattern } from './validation/index.js';
+export { defineMethod, definePublication, returns } from './contract/index.js';
+export type { MethodDefinition, PublicationDefinition, InputsOf, OutputsOf, ResultOf, Returns } from './contract/index.js';

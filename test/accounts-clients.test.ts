@@ -15,6 +15,7 @@ import WebSocket from 'ws';
 import { accountsServer, digest, type AccountsServer } from './accounts-helpers.js';
 import { embeddedTarget } from './databases.js';
 import { eventually } from './processes.js';
+import { needs } from './skips.js';
 
 type Opened = Awaited<ReturnType<ReturnType<typeof embeddedTarget>['open']>>;
 
@@ -81,8 +82,7 @@ describe('accounts with clients we did not write', () => {
 
   const python = process.env.PERSEID_PYTHON ?? ['.cache/python/bin/python', '../.cache/python/bin/python'].find((p) => existsSync(p));
   const hasMeteorClient = python !== undefined && spawnSync(python, ['-c', 'import MeteorClient']).status === 0;
-  const skip = hasMeteorClient ? false : 'python-meteor not installed: run .ci/run, or pip install python-meteor into .cache/python (python3 -m venv .cache/python)';
-  if (skip) console.log(`# SKIPPED python-meteor client: ${skip}`);
+  const skip = hasMeteorClient ? false : needs('python-meteor (PyPI)', 'python3 -m venv .cache/python && .cache/python/bin/pip install python-meteor (.ci/run does it)');
   it('python-meteor (PyPI): password login, resume after a reconnect, logout', { skip }, async () => {
     const script = new URL('../../test/fixtures/python_meteor_client.py', import.meta.url).pathname;
     const child = spawn(python!, [script, t.wsUrl, 'py', 'py-pw'], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -15,7 +15,8 @@ import { LocalActuator } from '../src/autoscale/actuator-local.js';
 import { MemoryActuator } from '../src/autoscale/actuator-memory.js';
 import { createLogger, setLogLevel } from '../src/log.js';
 import { serviceUrl } from '../scripts/services/control.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
+import { needsServices } from './skips.js';
 import { FakeKubernetes } from './fake-kubernetes.js';
 import { actuatorSuite, entry } from './suites/actuator.js';
 
@@ -72,8 +73,8 @@ describe('command actuator', () => {
 });
 
 const mongo = await serviceUrl('mongo-java-server');
-if (!mongo) console.log(`# SKIPPED the local actuator: mongo-java-server is not running (local servers form a cluster on MongoDB); ${HOW_TO_START}`);
-describe('local actuator', { skip: mongo ? false : 'mongo-java-server is not running' }, () => {
+// Local servers form a cluster on MongoDB.
+describe('local actuator', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
   actuatorSuite(async () => {
     const database = freshDatabase(mongo!);
     const actuator = new LocalActuator({

@@ -19,14 +19,14 @@ import WebSocket from 'ws';
 import type { LoadReport } from '../src/load/report/model.js';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
+import { needsServices } from './skips.js';
 import { CLI, eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
 const mongo = await serviceUrl('mongo-java-server');
 const redis = await serviceUrl('redis');
-const missing = [!mongo && 'mongo-java-server', !redis && 'redis'].filter(Boolean);
-if (missing.length) console.log(`# SKIPPED the autoscaler suite: ${missing.join(' and ')} not running; ${HOW_TO_START}`);
+const skip = needsServices({ 'mongo-java-server': mongo, redis });
 
 interface Stats {
   cluster?: { servers: Array<{ url: string; sessions: number; cpuPercent: number }> };
@@ -64,7 +64,7 @@ class Stayer {
   }
 }
 
-describe('perseid autoscale --local, with perseid load', { skip: missing.length > 0 }, () => {
+describe('perseid autoscale --local, with perseid load', { skip }, () => {
   let database: ReturnType<typeof freshDatabase>;
   let front: PerseidProcess;
   let autoscaleLog = '';

@@ -11,10 +11,10 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import tasksApp from '../examples/tasks/app.js';
 import { DDPClient } from '../src/client/node.js';
 import { startServer, type TestServer } from './helpers.js';
+import { needs } from './skips.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
-const skip = CHROMIUM ? false : 'Chromium not found: apt-get install chromium, or set CHROMIUM_PATH';
-if (skip) console.log(`# SKIPPED browser suite: ${skip}`);
+const skip = CHROMIUM ? false : needs('Chromium', 'apt-get install chromium (or set CHROMIUM_PATH)');
 
 describe('the tasks page in headless Chromium', { skip }, () => {
   let t: TestServer;

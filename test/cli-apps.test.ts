@@ -6,9 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { Collection } from '../src/collections/collection.js';
+import { openDatabase } from '../src/collections/database.js';
 import { DDPClient } from '../src/client/node.js';
 import { appDir, assertOneLine, OK_APP, perseid, REPO, removeAppDirs } from './cli-app-dir.js';
 import { CLI, exited, startPerseid } from './processes.js';
@@ -55,6 +57,51 @@ describe('perseid start: apps of every kind', () => {
     assert.equal(await helloFrom(dir, 'app.ts'), 'ts 0');
     const broken = appDir({ 'app.ts': 'export default function app(server: PerseidServer) {\n  const x: number = ;\n}\n' });
     assertOneLine(perseid(broken, ['start', 'app.ts']), /syntax error in .*app\.ts:2:\d+/);
+  });
+
+  it("runs the repository's TypeScript example on the database it opened, not a second copy of perseid", async () => {
+    // The repository's tsconfig once mapped `perseid` to src/ for type checks; tsx honours such mappings, so the
+    // example's collections lived in a second module instance, in ./.perseid/data whatever --data-dir said.
+    // tsx reads the tsconfig of the working directory: this one is the repository's.
+    const cwd = appDir({ 'tsconfig.json': JSON.stringify({ extends: join(REPO, 'tsconfig.json') }) });
+    const data = join(cwd, 'data');
+    const child = spawn(process.execPath, [resolve(CLI), 'start', join(REPO, 'examples/tasks/app.ts'), '--port', '0', '--data-dir', data], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    const url = await new Promise<string>((resolveUrl, reject) => {
+      const onData = (chunk: Buffer) => {
+        log += chunk.toString();
+        const match = /Perseid is running at (http:\/\/\S+)/.exec(log);
+        if (match) resolveUrl(match[1]!);
+      };
+      child.stdout.on('data', onData);
+      child.stderr.on('data', onData);
+      child.on('exit', () => reject(new Error(`exited before it ran:\n${log}`)));
+    });
+    const client = new DDPClient(url);
+    try {
+      await client.call('insertTask', { description: 'one store', sessionId: 's' });
+    } finally {
+      client.disconnect();
+      child.kill('SIGTERM');
+      await exited(child);
+    }
+    assert.equal(existsSync(join(cwd, '.perseid')), false, `a second store was opened in the working directory:\n${log}`);
+    const database = await openDatabase({ dataDir: data });
+    try {
+      const tasks = await new Collection<{ description: string }>('taskCollection', { database }).find().fetchAsync();
+      assert.deepEqual(tasks.map((t) => t.description), ['one store']);
+    } finally {
+      await database.close();
+    }
+  });
+
+  it('refuses, in one line, an app whose `perseid` import is mapped to another copy', () => {
+    const paths = { perseid: [join(REPO, 'src/index.ts')] };
+    const dir = appDir({
+      'tsconfig.json': JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', paths } }),
+      'app.ts': 'import { Collection, type PerseidServer } from "perseid";\nnew Collection("notes");\nexport default function app(server: PerseidServer): void {}\n',
+    });
+    assertOneLine(perseid(dir, ['start', 'app.ts', '--port', '0']), /perseid is loaded twice, from .*dist\/src\/collections\/database\.js and .*src\/collections\/database\.ts: run the app with the perseid it imports/);
   });
 });
 

@@ -15,6 +15,7 @@ import { after, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
 import { DDPClient } from '../src/client/node.js';
 import { CLI, eventually, exited } from './processes.js';
+import { needs } from './skips.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 
@@ -131,7 +132,7 @@ describe('perseid dev', () => {
     assert.doesNotMatch(dev.log(), /^\s+at /m, 'no stack trace');
   });
 
-  it('reloads an open page in headless Chromium on a save', { skip: CHROMIUM ? false : 'Chromium not found: apt-get install chromium, or set CHROMIUM_PATH' }, async () => {
+  it('reloads an open page in headless Chromium on a save', { skip: CHROMIUM ? false : needs('Chromium', 'apt-get install chromium (or set CHROMIUM_PATH)') }, async () => {
     const dir = appDir();
     const dev = await startDev(dir);
     children.push(dev.child);

@@ -93,7 +93,7 @@ describe('perseid start: start-up errors', () => {
     try {
       assertOneLine(
         perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', data]),
-        new RegExp(`the data directory .*data is in use by process ${first.child.pid} \\(another perseid start\\?\\): stop it, or choose another with --data-dir`),
+        new RegExp(`^perseid start: The data directory .*data is in use by another process \\(pid ${first.child.pid} on .*\\): stop it, or give this one another data directory$`),
       );
     } finally {
       await first.stop('SIGINT');

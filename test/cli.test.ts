@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { DDPClient } from '../src/client/node.js';
-import { CLI, exited, startPerseid, type PerseidProcess } from './processes.js';
+import { CLI, eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
 
 const APP = 'dist/examples/tasks/app.js';
 
@@ -104,11 +104,15 @@ describe('perseid CLI', () => {
   it('refuses a second server on the same data directory', async () => {
     const dir = tempDir();
     const first = await start(dir);
-    const second = spawnSync(process.execPath, [CLI, 'start', APP, '--port', '0', '--data-dir', dir], { encoding: 'utf8', timeout: 10000 });
-    assert.notEqual(second.status, 0);
-    assert.match(second.stderr, /in use by process \d+/);
-    first.child.kill('SIGTERM');
-    await exited(first.child);
+    try {
+      const second = spawnSync(process.execPath, [CLI, 'start', APP, '--port', '0', '--data-dir', dir], { encoding: 'utf8', timeout: 10000 });
+      assert.equal(second.status, 1);
+      assert.match(second.stderr, new RegExp(`^perseid start: The data directory ${dir} is in use by another process \\(pid ${first.child.pid} on [^\n]*\\): stop it[^\n]*\n$`));
+    } finally {
+      // A failed check must not leave the server holding the test file open.
+      first.child.kill('SIGTERM');
+      await exited(first.child);
+    }
   });
 
   it('keeps every acknowledged insert through kill -9 and a restart', async () => {
@@ -126,7 +130,7 @@ describe('perseid CLI', () => {
         }
       }
     });
-    while (acknowledged.length < 300) await new Promise((r) => setTimeout(r, 10));
+    await eventually(() => acknowledged.length >= 300, '300 acknowledged inserts', 30000);
     first.child.kill('SIGKILL');
     await exited(first.child);
     stop = true;

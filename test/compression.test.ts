@@ -9,6 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { constants, inflateRawSync } from 'node:zlib';
 import type { Collection } from '../src/collections/collection.js';
+import { FrameReader } from '../scripts/fuzz/wire.js';
 import { startServer, type TestServer } from './helpers.js';
 
 interface Frame {
@@ -21,7 +22,7 @@ interface Frame {
 class FramePeer {
   readonly frames: Frame[] = [];
   extensions = '';
-  private buffer = Buffer.alloc(0);
+  private readonly reader = new FrameReader();
   private constructor(private readonly socket: Socket) {}
 
   static open(port: number, offerDeflate: boolean): Promise<FramePeer> {
@@ -74,27 +75,9 @@ class FramePeer {
   }
 
   private receive(chunk: Buffer): void {
-    this.buffer = Buffer.concat([this.buffer, chunk]);
-    for (;;) {
-      if (this.buffer.length < 2) return;
-      let length = this.buffer[1]! & 127;
-      let offset = 2;
-      if (length === 126) {
-        if (this.buffer.length < 4) return;
-        length = this.buffer.readUInt16BE(2);
-        offset = 4;
-      } else if (length === 127) {
-        if (this.buffer.length < 10) return;
-        length = Number(this.buffer.readBigUInt64BE(2));
-        offset = 10;
-      }
-      if (this.buffer.length < offset + length) return;
-      const raw = this.buffer.subarray(0, offset + length);
-      const payload = this.buffer.subarray(offset, offset + length);
-      const compressed = (this.buffer[0]! & 0x40) !== 0;
-      const text = compressed ? inflateRawSync(Buffer.concat([payload, Buffer.from([0, 0, 0xff, 0xff])]), { finishFlush: constants.Z_SYNC_FLUSH }).toString() : payload.toString();
-      this.frames.push({ compressed, raw: Buffer.from(raw), text });
-      this.buffer = this.buffer.subarray(offset + length);
+    for (const frame of this.reader.push(chunk)) {
+      const text = frame.rsv1 ? inflateRawSync(Buffer.concat([frame.payload, Buffer.from([0, 0, 0xff, 0xff])]), { finishFlush: constants.Z_SYNC_FLUSH }).toString() : frame.payload.toString();
+      this.frames.push({ compressed: frame.rsv1, raw: Buffer.from(frame.raw), text });
     }
   }
 }

@@ -7,7 +7,8 @@ import { RedisLease } from '../src/coordination/lease-redis.js';
 import { Random } from '../src/ddp/random.js';
 import { setLogLevel } from '../src/log.js';
 import { serviceUrl } from '../scripts/services/control.js';
-import { embeddedTarget, HOW_TO_START, mongoTargets } from './databases.js';
+import { embeddedTarget, mongoTargets } from './databases.js';
+import { needsServices, skipOnMissing } from './skips.js';
 import { leaseSuite } from './suites/lease.js';
 
 describe('memory lease', () => {
@@ -20,8 +21,7 @@ describe('memory lease', () => {
 setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
 
 const redisUrl = await serviceUrl('redis');
-if (!redisUrl) console.log(`# SKIPPED redis lease: Redis is not running; ${HOW_TO_START}`);
-describe('redis lease', { skip: redisUrl ? false : 'Redis is not running' }, () => {
+describe('redis lease', { skip: needsServices({ redis: redisUrl }) }, () => {
   leaseSuite(async () => {
     const redis = new Redis(redisUrl!);
     const prefix = `perseid-test:${Random.id(6)}:`;
@@ -36,7 +36,8 @@ describe('redis lease', { skip: redisUrl ? false : 'Redis is not running' }, () 
   });
 });
 
-const { targets } = await mongoTargets();
+const { targets, missing } = await mongoTargets();
+skipOnMissing('database lease', missing);
 // The lease needs only a collection driver; one target per server is enough (the change source does not matter).
 const perServer = [embeddedTarget(), ...targets.filter((t, i) => targets.findIndex((u) => u.server === t.server) === i)];
 for (const target of perServer) {

@@ -1,7 +1,7 @@
 /**
  * The databases a suite can run against: the embedded store always, and each
  * MongoDB-wire stand-in that is running (`npm run services start`), with the
- * change sources it supports. Suites skip what is missing and say so.
+ * change sources it supports. Suites show what is missing as skipped (skips.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,8 +27,6 @@ const SOURCES: Record<Exclude<ServerName, 'embedded'>, ChangeSourceChoice[]> = {
   'mongo-java-server': ['change-stream', 'oplog', 'poll'],
   ferretdb: ['oplog', 'poll'],
 };
-
-export const HOW_TO_START = 'start them with `npm run build && npm run services start` (or run `.ci/run`)';
 
 function withDatabase(url: string, name: string): string {
   const u = new URL(url);
@@ -110,6 +108,5 @@ export async function mongoTargets(): Promise<{ targets: DatabaseTarget[]; missi
     }
     for (const source of SOURCES[server]) targets.push(mongoTarget(server, url, source));
   }
-  if (missing.length) console.log(`# SKIPPED on ${missing.join(' and ')}: not running; ${HOW_TO_START}`);
   return { targets, missing };
 }

@@ -18,9 +18,10 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { parseAllDocuments, parse } from 'yaml';
 import { AutoscaleMetrics } from '../src/autoscale/autoscale-metrics.js';
+import { needs } from './skips.js';
 
 const TOOLS = process.env.PERSEID_DEPLOY_TOOLS ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'perseid', 'deploy-tools');
-const INSTALL = 'run `bash scripts/deploy-tools/install.sh` (or .ci/run)';
+const INSTALL = 'bash scripts/deploy-tools/install.sh (.ci/run does it)';
 const K8S_VERSION = '1.33.0';
 
 function onPath(name: string): string | undefined {
@@ -37,8 +38,7 @@ const tools = {
 };
 const skipUnless = (path: string | undefined, what: string, how = INSTALL): string | false => {
   if (path && existsSync(path)) return false;
-  console.log(`# SKIPPED ${what}: not installed; ${how}`);
-  return `${what} is not installed`;
+  return needs(what, how);
 };
 
 function run(command: string, args: string[]): { status: number | null; output: string } {

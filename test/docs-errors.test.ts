@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import { errorCatalogue } from '../src/ddp/errors.js';
 import '../src/index.js';
 import '../src/accounts/index.js';
+import '../src/client/index.js';
 
 interface Row {
   id: string;

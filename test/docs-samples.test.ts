@@ -8,6 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createServer as createHttpServer } from 'node:http';
+import { trace as otelTrace } from '@opentelemetry/api';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
@@ -15,13 +17,16 @@ import { pathToFileURL } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { chromium } from 'playwright-core';
 import { parseCommand, type CommandSpec } from '../src/cli/args.js';
+import { adviseCommand, capacityCommand, topCommand } from '../src/cli/apm.js';
 import { autoscaleCommand } from '../src/cli/autoscale.js';
 import { createCommand } from '../src/cli/create.js';
 import { devCommand } from '../src/cli/dev.js';
 import { loadCommand } from '../src/cli/load.js';
 import { startCommand } from '../src/cli/start.js';
+import { storeCommand } from '../src/cli/store.js';
 import { AccountsClient, DDPClient, type TokenStorage } from '../src/client/node.js';
 import { runScenario } from '../src/load/run-scenario.js';
+import { apm } from '../src/metrics/apm.js';
 import type { PerseidServer } from '../src/server/app.js';
 import { parseFencedBlocks, type FencedBlock } from './docs-blocks.js';
 import { startServer, type TestServer } from './helpers.js';
@@ -41,7 +46,7 @@ const blocks: Array<FencedBlock & { page: string }> = pages().flatMap((page) => 
 
 /** Imports a sample: TypeScript ones from their compiled copy in dist/, JavaScript ones as they are. */
 async function sample<T>(path: string): Promise<T> {
-  const file = path.endsWith('.ts') ? join('dist', path.replace(/\.ts$/, '.js')) : path;
+  const file = /\.tsx?$/.test(path) ? join('dist', path.replace(/\.tsx?$/, '.js')) : path;
   return (await import(pathToFileURL(resolve(file)).href)) as T;
 }
 
@@ -126,6 +131,53 @@ const RUNS: Record<string, () => Promise<void>> = {
       await t.close();
     }
   },
+  'docs/samples/client/contract.ts': async () => {
+    const contract = await sample<{ addTask: { name: string }; setDone: { name: string }; tasksPublication: { kind: string } }>('docs/samples/client/contract.ts');
+    assert.deepEqual([contract.addTask.name, contract.setDone.name, contract.tasksPublication.kind], ['tasks.add', 'tasks.setDone', 'publication']);
+  },
+  'docs/samples/client/server.ts': () =>
+    withServer('docs/samples/client/server.ts', async (client) => {
+      const id = await client.call<string>('tasks.add', '  trimmed  ');
+      await client.subscribe('tasks').ready; // the limit's default applies
+      assert.equal(client.collection<{ text: string }>('tasks').findOne(id)?.text, 'trimmed');
+      await assert.rejects(client.call('tasks.add', ''), { error: 400, reason: 'Match failed' });
+      await assert.rejects(client.call('tasks.setDone', id, 'yes'), { error: 400 });
+    }),
+  'docs/samples/client/page.ts': async () => {
+    const t = await serve('docs/samples/client/server.ts');
+    try {
+      const { run } = await sample<{ run(url: string): Promise<{ shownAtOnce: boolean; open: string[]; events: string[] }> }>('docs/samples/client/page.ts');
+      assert.deepEqual(await run(t.url), { shownAtOnce: true, open: ['test them'], events: ['added write the docs', 'added test them', 'removed'] });
+    } finally {
+      await t.close();
+    }
+  },
+  'docs/samples/react/tasks.tsx': async () => {
+    const t = await serve('docs/samples/client/server.ts');
+    const client = new DDPClient(t.url);
+    const { JSDOM } = await import('jsdom');
+    const dom = new JSDOM('<!doctype html><body><div id="root"></div></body>');
+    Object.assign(globalThis, { window: dom.window, document: dom.window.document });
+    if (!('navigator' in globalThis)) Object.assign(globalThis, { navigator: dom.window.navigator });
+    const { createRoot } = await import('react-dom/client');
+    const { createElement } = await import('react');
+    const { App } = await sample<{ App: (props: { client: DDPClient }) => unknown }>('docs/samples/react/tasks.tsx');
+    const container = dom.window.document.getElementById('root')!;
+    const root = createRoot(container);
+    try {
+      await client.call('tasks.add', 'from the server');
+      root.render(createElement(App as never, { client }));
+      await eventually(() => container.textContent?.includes('from the server') === true, 'the task rendered');
+      (container.querySelector('button') as HTMLButtonElement).click();
+      await eventually(() => container.querySelectorAll('li').length === 2, 'the added task rendered');
+      (container.querySelector('li') as HTMLElement).click();
+      await eventually(() => container.querySelector('li.done') !== null, 'the task marked done');
+    } finally {
+      root.unmount();
+      client.disconnect();
+      await t.close();
+    }
+  },
   'docs/samples/monitoring/stats.ts': async () => {
     const t = await serve('docs/samples/getting-started/app.ts');
     try {
@@ -138,6 +190,54 @@ const RUNS: Record<string, () => Promise<void>> = {
       await t.close();
     }
   },
+  'docs/samples/monitoring/apm.ts': () =>
+    withServer('docs/samples/getting-started/app.ts', async (client, t) => {
+      apm.reset(); // one APM per process: earlier samples' methods (a bcrypt login) would be the slowest
+      for (let i = 0; i < 3; i++) await client.call('addNote', `apm ${i}`);
+      const { readApm } = await sample<{ readApm(url: string): Promise<{ slowest?: string; advice: string[]; instances: number | null }> }>('docs/samples/monitoring/apm.ts');
+      const figures = await readApm(t.url);
+      assert.equal(figures.slowest, 'addNote');
+      assert.ok(Array.isArray(figures.advice));
+      assert.equal(typeof figures.instances, 'number', 'with a session open there is a plan');
+    }),
+  'docs/samples/monitoring/tracing.ts': async () => {
+    // A loopback OTLP receiver stands in for the collector; the sample's exporter reads its URL from the environment.
+    const bodies: string[] = [];
+    const receiver = createHttpServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString('latin1')));
+      req.on('end', () => {
+        bodies.push(`${req.url} ${body}`);
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
+    const { provider } = await sample<{ provider: { forceFlush(): Promise<void>; shutdown(): Promise<void> } }>('docs/samples/monitoring/tracing.ts');
+    try {
+      await withServer('docs/samples/getting-started/app.ts', async (client) => {
+        await client.call('addNote', 'traced');
+      });
+      await provider.forceFlush();
+      const sent = bodies.join('\n');
+      assert.match(sent, /^\/v1\/traces /m);
+      assert.match(sent, /perseid\.method\/addNote/);
+      assert.match(sent, /insert notes/);
+    } finally {
+      await provider.shutdown();
+      otelTrace.disable();
+      delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+      receiver.close();
+    }
+  },
+  'docs/samples/metrics/calls.ts': () =>
+    withServer('docs/samples/getting-started/app.ts', async (client, t) => {
+      const { callsPerMethod } = await sample<{ callsPerMethod(url: string): Promise<Record<string, number>> }>('docs/samples/metrics/calls.ts');
+      const before = (await callsPerMethod(t.url)).addNote ?? 0;
+      await client.call('addNote', 'one');
+      await client.call('addNote', 'two');
+      assert.equal((await callsPerMethod(t.url)).addNote, before + 2);
+    }),
   'docs/samples/load-testing/scenario.ts': async () => {
     const t = await serve('docs/samples/getting-started/app.ts');
     try {
@@ -167,7 +267,7 @@ const RUNS: Record<string, () => Promise<void>> = {
       await assert.rejects(client.call('addNote', 'anonymous'), { error: 401 });
       await assert.rejects(accounts.createUser({ username: 'al', password: 'pw' }), { error: 403, reason: 'User validation failed' });
       const userId = await accounts.createUser({ username: 'ada', password: 'correct horse' });
-      assert.equal(accounts.userId, userId);
+      assert.equal(accounts.userId(), userId);
       assert.ok(items.get('perseid.loginToken'));
       const notes = client.collection<{ text: string }>('notes');
       await client.subscribe('myNotes').ready;
@@ -180,7 +280,7 @@ const RUNS: Record<string, () => Promise<void>> = {
       const sessionBefore = client.sessionId;
       await client.call('dropMyConnection');
       await eventually(() => client.status === 'connected' && client.sessionId !== sessionBefore, 'the reconnect');
-      assert.equal(accounts.userId, userId);
+      assert.equal(accounts.userId(), userId);
       await eventually(() => notes.find().some((n) => n.text === 'hello'), "the user's notes after the resume");
       await accounts.logout();
       await eventually(() => notes.find().length === 0, 'the notes gone after logout');
@@ -246,7 +346,17 @@ function commandLines(): Array<{ page: string; line: string; args: string[] }> {
   return out;
 }
 
-const SPECS: Record<string, CommandSpec> = { create: createCommand, dev: devCommand, start: startCommand, load: loadCommand, autoscale: autoscaleCommand };
+const SPECS: Record<string, CommandSpec> = {
+  create: createCommand,
+  dev: devCommand,
+  start: startCommand,
+  load: loadCommand,
+  autoscale: autoscaleCommand,
+  store: storeCommand,
+  top: topCommand,
+  advise: adviseCommand,
+  capacity: capacityCommand,
+};
 
 describe('docs samples', () => {
   const work = mkdtempSync(join(tmpdir(), 'perseid-docs-'));
@@ -265,7 +375,7 @@ describe('docs samples', () => {
 
   it('every sample file is shown on a page and has a run', () => {
     const files = readdirSync('docs/samples', { recursive: true, encoding: 'utf8' })
-      .filter((f) => /\.(ts|js)$/.test(f))
+      .filter((f) => /\.(ts|tsx|js)$/.test(f))
       .map((f) => relative(ROOT, join(ROOT, 'docs/samples', f)));
     const shown = new Set(blocks.map((b) => b.sample).filter(Boolean));
     assert.deepEqual(files.filter((f) => !shown.has(f)), [], 'sample files no page shows');

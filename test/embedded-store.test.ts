@@ -1,5 +1,10 @@
+/**
+ * The embedded store: documents, indexes, change events, persistence and
+ * compaction, against a real data directory. Damage and repair, the lock, a
+ * full disk and kill -9 durability have suites of their own
+ * (embedded-store-*.test.ts).
+ */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,7 +57,8 @@ async function one(store: EmbeddedStore, id: unknown): Promise<Document | undefi
 
 describe('embedded store: documents', () => {
   it('inserts, finds, updates and removes', async () => {
-    const store = await open(tempDir());
+    const dir = tempDir();
+    const store = await open(dir);
     const c = store.collection('c');
     await c.insert({ _id: 'a', n: 1 });
     await c.insert({ _id: 'b', n: 2 });
@@ -68,17 +74,47 @@ describe('embedded store: documents', () => {
     assert.equal(removed.removed, 1);
     assert.deepEqual(await ids(store), ['b']);
     assert.equal(await c.count(q()), 1);
-    assert.deepEqual(store.stats(), { collections: 1, documents: 1, walBytes: store.stats().walBytes, lastSeq: 4, compactions: 0 });
+    const walBytes = fs.statSync(path.join(dir, logFileName(1))).size;
+    assert.ok(walBytes > 0);
+    assert.deepEqual(store.stats(), { collections: 1, documents: 1, walBytes, lastSeq: 4, compactions: 0 });
   });
 
-  it('applies writes to memory before they are acknowledged', async () => {
-    const store = await open(tempDir());
+  it('shows a write to readers only once it is in the log, while writers build on it at once', async () => {
+    const dir = tempDir();
+    const store = await open(dir);
     const c = store.collection('c');
-    const pending = c.insert({ _id: 'a' });
-    const { docs, position } = await c.find(q());
-    assert.deepEqual(docs, [{ _id: 'a' }]);
-    assert.equal(position, 1);
-    await pending;
+    await c.createIndex({ email: 1 }, { unique: true });
+    await c.insert({ _id: 'a', n: 1, email: 'a@x' });
+    await c.insert({ _id: 'b', n: 1, email: 'b@x' });
+    const log = path.join(dir, logFileName(1));
+    const logged = fs.readFileSync(log, 'utf8');
+    // Pipelined, unawaited: each write sees the ones before it.
+    const writes = [
+      c.insert({ _id: 'new', n: 0, email: 'new@x' }),
+      c.update({ _id: 'a' }, { $inc: { n: 1 } }, {}),
+      c.update({ _id: 'a' }, { $inc: { n: 1 } }, {}),
+      c.remove({ _id: 'b' }),
+      c.insert({ _id: 'b', n: 5, email: 'b2@x' }),
+    ];
+    await assert.rejects(c.insert({ _id: 'dup', email: 'new@x' }), DuplicateKeyError, 'a unique key taken by a pending write');
+    assert.equal(fs.readFileSync(log, 'utf8'), logged, 'nothing is in the log yet');
+    const before = await c.find(q());
+    assert.deepEqual(before.docs, [
+      { _id: 'a', n: 1, email: 'a@x' },
+      { _id: 'b', n: 1, email: 'b@x' },
+    ]);
+    assert.equal(before.position, 3);
+    assert.deepEqual((await c.find(q({ email: 'b@x' }))).docs, [{ _id: 'b', n: 1, email: 'b@x' }], 'an index lookup sees the logged version');
+    assert.deepEqual((await c.find(q({ _id: { $in: ['new', 'b'] } }))).docs, [{ _id: 'b', n: 1, email: 'b@x' }]);
+    assert.equal(await c.count(q()), 2);
+    await Promise.all(writes);
+    const after = await c.find(q());
+    assert.deepEqual(after.docs, [
+      { _id: 'a', n: 3, email: 'a@x' },
+      { _id: 'new', n: 0, email: 'new@x' },
+      { _id: 'b', n: 5, email: 'b2@x' },
+    ]);
+    assert.equal(after.position, 8);
   });
 
   it('rejects duplicate ids and invalid field names', async () => {
@@ -576,76 +612,6 @@ describe('embedded store: persistence', () => {
     }
   });
 
-  it('cuts off a torn or unreadable last line with a warning', async () => {
-    for (const tail of ['{"seq":3,"op":"put","collection":"c","doc":{"_id":"to', '{"seq":3,"op":"pu\n']) {
-      const dir = tempDir();
-      let store = await open(dir);
-      await store.collection('c').insert({ _id: 'a' });
-      await store.collection('c').insert({ _id: 'b' });
-      await store.close();
-      const log = path.join(dir, logFileName(1));
-      const size = fs.statSync(log).size;
-      fs.appendFileSync(log, tail);
-      logLines.length = 0;
-
-      store = await open(dir);
-      assert.deepEqual(await ids(store), ['a', 'b']);
-      assert.equal(fs.statSync(log).size, size);
-      assert.ok(logLines.some((line) => line.includes('torn last line') && line.includes('line=3')));
-      await store.collection('c').insert({ _id: 'c' });
-      await store.close();
-      store = await open(dir);
-      assert.deepEqual(await ids(store), ['a', 'b', 'c']);
-    }
-  });
-
-  it('refuses to open a log corrupt before its last line', async () => {
-    const dir = tempDir();
-    const store = await open(dir);
-    for (const id of ['a', 'b', 'c']) await store.collection('c').insert({ _id: id });
-    await store.close();
-    const log = path.join(dir, logFileName(1));
-    const lines = fs.readFileSync(log, 'utf8').split('\n');
-    lines[1] = '{"seq":2,"op":"put","collection":"c","doc":{"_id":';
-    fs.writeFileSync(log, lines.join('\n'));
-    const expected = (error: unknown): boolean => {
-      assert.match((error as Error).message, /write-ahead log .*wal-00000001\.log is corrupt at line 2/);
-      return true;
-    };
-    await assert.rejects(openEmbeddedStore({ dir }), expected);
-    await assert.rejects(openEmbeddedStore({ dir }), expected, 'a failed open releases the lock');
-  });
-
-  it('refuses to open when log records are missing', async () => {
-    const dir = tempDir();
-    const store = await open(dir);
-    for (const id of ['a', 'b', 'c']) await store.collection('c').insert({ _id: id });
-    await store.close();
-    const log = path.join(dir, logFileName(1));
-    const lines = fs.readFileSync(log, 'utf8').split('\n');
-    lines.splice(1, 1);
-    fs.writeFileSync(log, lines.join('\n'));
-    await assert.rejects(openEmbeddedStore({ dir }), /seq 3 at line 2 where 2 was expected: records are missing/);
-  });
-
-  it('locks the data directory, and takes over a stale lock', async () => {
-    const dir = tempDir();
-    const store = await open(dir);
-    await assert.rejects(openEmbeddedStore({ dir }), {
-      message: `Data directory ${dir} is in use by process ${process.pid}`,
-    });
-    await store.collection('c').insert({ _id: 'a' });
-    await store.close();
-    const exited = spawnSync(process.execPath, ['-e', '']);
-    assert.ok(exited.pid);
-    fs.writeFileSync(path.join(dir, 'LOCK'), `${exited.pid}\n`);
-    const reopened = await open(dir);
-    assert.deepEqual(await ids(reopened), ['a']);
-    assert.equal(fs.readFileSync(path.join(dir, 'LOCK'), 'utf8'), `${process.pid}\n`);
-    await reopened.close();
-    assert.equal(fs.existsSync(path.join(dir, 'LOCK')), false);
-  });
-
   it('rejects operations after close', async () => {
     const dir = tempDir();
     const store = await open(dir);
@@ -659,59 +625,4 @@ describe('embedded store: persistence', () => {
     const reopened = await open(dir);
     assert.deepEqual(await ids(reopened), ['a'], 'close flushed the pending write');
   });
-
-  it('keeps every acknowledged write through kill -9, round after round', async () => {
-    const dir = tempDir();
-    const fixture = new URL('./fixtures/embedded-writer.js', import.meta.url);
-    const minimum = new Map<string, number>(); // acknowledged id → lowest value it may hold
-    for (let round = 1; round <= 3; round++) {
-      const acknowledged = await runUntilKilled(fixture, dir, round);
-      assert.ok(acknowledged.length > 0, 'the writer acknowledged writes');
-      for (const line of acknowledged) {
-        const [op, id, value] = line.split(' ');
-        minimum.set(id!, op === 'update' ? Number(value) : 0);
-      }
-      const store = await open(dir);
-      const { docs } = await store.collection('items').find({ collection: 'items', selector: {} });
-      const byId = new Map(docs.map((doc) => [doc._id as string, doc]));
-      for (const [id, v] of minimum) {
-        const doc = byId.get(id);
-        assert.ok(doc, `round ${round}: acknowledged insert of ${id} lost`);
-        assert.ok((doc.v as number) >= v, `round ${round}: acknowledged update of ${id} to ${v} lost`);
-      }
-      await store.close();
-    }
-  });
 });
-
-/** Runs the writer fixture, kills it with SIGKILL after about a second, and returns the writes it acknowledged. */
-function runUntilKilled(fixture: URL, dir: string, round: number): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [fixture.pathname, dir, String(round)], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-      env: { ...process.env, PERSEID_LOG_LEVEL: 'error' },
-    });
-    let output = '';
-    let elapsed = false;
-    const killIfDue = (): void => {
-      // At least a second, and at least some writes, whatever the machine's speed.
-      if (elapsed && output.split('\n').length > 50) child.kill('SIGKILL');
-    };
-    const timer = setTimeout(() => {
-      elapsed = true;
-      killIfDue();
-    }, 1000);
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk: string) => {
-      output += chunk;
-      killIfDue();
-    });
-    child.on('error', reject);
-    // 'close' comes after the exit and after stdout has been read to its end.
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (signal !== 'SIGKILL') reject(new Error(`the writer exited by itself (code ${code})`));
-      else resolve(output.split('\n').slice(0, -1)); // the last piece is an unfinished line or empty
-    });
-  });
-}

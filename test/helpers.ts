@@ -2,6 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import { Collection } from '../src/collections/collection.js';
 import { openDatabase, setDefaultDatabase, type Database } from '../src/collections/database.js';
@@ -49,6 +50,13 @@ export async function startServer(setup: (server: PerseidServer, t: Omit<TestSer
 }
 
 export type Message = Record<string, unknown> & { msg?: string };
+
+/** Asserts that a message matching `first` and one matching `second` both came, in that order. */
+export function assertBefore(messages: readonly Message[], first: (m: Message) => boolean, second: (m: Message) => boolean, what: string): void {
+  const a = messages.findIndex(first);
+  const b = messages.findIndex(second);
+  assert.ok(a !== -1 && b !== -1 && a < b, `${what}: ${JSON.stringify(messages)}`);
+}
 
 /**
  * A DDP peer on a raw WebSocket: sends JSON, and lets a test wait for the next
@@ -123,12 +131,16 @@ export class RawPeer {
     return this.received.slice(start, this.cursor);
   }
 
-  /** Waits `ms` and returns what arrived meanwhile (for asserting that nothing more comes). */
-  async quiet(ms = 100): Promise<Message[]> {
-    await new Promise((r) => setTimeout(r, ms));
-    const out = this.received.slice(this.cursor);
-    this.cursor = this.received.length;
-    return out;
+  /**
+   * A round trip through the connection's method queue (a call of a method no
+   * server defines): everything the earlier messages caused has arrived once
+   * it returns. Returns what arrived before its answer, to assert that nothing
+   * more came, without a timed wait.
+   */
+  async barrier(): Promise<Message[]> {
+    const id = `barrier-${this.received.length}`;
+    const { all } = await this.call(id, 'perseid-test-barrier');
+    return all.filter((m) => m.id !== id && !(m.msg === 'updated' && (m.methods as string[]).includes(id)));
   }
 
   async call(id: string, method: string, params: unknown[] = [], extra: object = {}): Promise<{ result: Message; all: Message[] }> {

@@ -17,15 +17,15 @@ import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
 import type { JobRun } from '../src/jobs/history.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
+import { needsServices } from './skips.js';
 import { eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
 
 const APP = 'dist/test/fixtures/jobs-app.js';
 const SKEW = pathToFileURL(resolve('dist/test/fixtures/skewed-clock.js')).href;
 const mongo = await serviceUrl('mongo-java-server');
 const redis = await serviceUrl('redis');
-const missing = [!mongo && 'mongo-java-server', !redis && 'redis'].filter(Boolean);
-if (missing.length) console.log(`# SKIPPED the jobs cluster suite: ${missing.join(' and ')} not running; ${HOW_TO_START}`);
+const skip = needsServices({ 'mongo-java-server': mongo, redis });
 
 interface Stats {
   perseid_jobs_started_total?: number;
@@ -43,7 +43,7 @@ function pidOf(runner: string | null | undefined): number {
   return Number(/-(\d+)-[0-9a-f]{6}(?:\.\d+)?$/.exec(runner ?? '')?.[1]);
 }
 
-describe('jobs across processes', { skip: missing.length > 0 }, () => {
+describe('jobs across processes', { skip }, () => {
   let database: ReturnType<typeof freshDatabase>;
   let client: MongoClient;
   let db: Db;

@@ -17,6 +17,7 @@ import { runScenario } from '../src/load/run-scenario.js';
 import { arrivalTimes } from '../src/load/runner.js';
 import { metrics } from '../src/metrics/registry.js';
 import { startServer, type TestServer } from './helpers.js';
+import { needs } from './skips.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 
@@ -156,7 +157,7 @@ export default async function (client, ctx) {
     assert.ok((report.errors['ddp 404'] ?? 0) >= 2, JSON.stringify(report.errors));
   });
 
-  it('writes an HTML report whose charts render in headless Chromium', { skip: CHROMIUM ? false : 'Chromium not found (apt-get install chromium)' }, async () => {
+  it('writes an HTML report whose charts render in headless Chromium', { skip: CHROMIUM ? false : needs('Chromium', 'apt-get install chromium (or set CHROMIUM_PATH)') }, async () => {
     const report = await runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 2, arrivalRate: 5 }], params: { tasks: '2' }, serverPid: process.pid });
     const file = join(dir, 'report.html');
     writeFileSync(file, htmlReport(report));

@@ -18,11 +18,10 @@ import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
 import { createServer } from '../src/server/app.js';
 import { freshDatabase, mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { RawPeer } from './helpers.js';
+import { needs, skipOnMissing, START_SERVICES } from './skips.js';
 
 const { targets, missing } = await mongoTargets();
-if (targets.length === 0) {
-  describe('live queries on MongoDB-wire servers', { skip: `no MongoDB-wire server running (${missing.join(', ')})` }, () => undefined);
-}
+skipOnMissing('live queries', missing);
 
 /** Keeps the result an observer has been told about. */
 async function mirror(collection: Collection, selector: Document = {}, options: FindOptions = {}) {
@@ -193,7 +192,7 @@ const restartCases: Array<{ server: 'mongo-java-server' | 'ferretdb'; source: 'c
 ];
 for (const { server, source } of restartCases) {
   const available = targets.some((t) => t.server === server);
-  describe(`${server} (${source}) restarted under a live query`, { skip: available ? false : `${server} is not available` }, () => {
+  describe(`${server} (${source}) restarted under a live query`, { skip: available ? false : needs(`${server} (not running)`, START_SERVICES) }, () => {
     let instance: RunningService;
     before(async () => {
       instance = await startService(server);
@@ -230,7 +229,7 @@ for (const { server, source } of restartCases) {
   });
 }
 
-describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : needs('mongo-java-server (not running)', START_SERVICES) }, () => {
   let instance: RunningService;
   before(async () => {
     instance = await startService('mongo-java-server');

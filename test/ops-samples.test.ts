@@ -15,7 +15,8 @@ import { after, describe, it } from 'node:test';
 import { DDPClient } from '../src/client/node.js';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
+import { needsServices } from './skips.js';
 import { parseFencedBlocks } from './docs-blocks.js';
 import { CLI, eventually, exited, startPerseid } from './processes.js';
 
@@ -72,10 +73,9 @@ describe('the Jobs sample (docs/jobs.md)', () => {
 
 const mongo = await serviceUrl('mongo-java-server');
 const redis = await serviceUrl('redis');
-const missing = [!mongo && 'mongo-java-server', !redis && 'redis'].filter(Boolean);
-if (missing.length) console.log(`# SKIPPED the autoscale sample of docs/autoscaling.md: ${missing.join(' and ')} not running; ${HOW_TO_START}`);
+const skip = needsServices({ 'mongo-java-server': mongo, redis });
 
-describe('the Autoscaling sample (docs/autoscaling.md)', { skip: missing.length > 0 }, () => {
+describe('the Autoscaling sample (docs/autoscaling.md)', { skip }, () => {
   it('prints its first decision against a one-server cluster and exports it for Prometheus', async () => {
     const [line] = blocks('docs/autoscaling.md', 'sh');
     assert.ok(line?.startsWith('npx perseid autoscale '), line);

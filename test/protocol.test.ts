@@ -4,7 +4,8 @@ import { after, before, describe, it } from 'node:test';
 import { DDPError } from '../src/ddp/errors.js';
 import { RandomStream, collectionIdSequence } from '../src/ddp/random.js';
 import type { Collection } from '../src/collections/collection.js';
-import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
+import { assertBefore, RawPeer, startServer, type Message, type TestServer } from './helpers.js';
+import { eventually } from './processes.js';
 
 describe('handshake', () => {
   let t: TestServer;
@@ -79,6 +80,9 @@ describe('handshake', () => {
   it('serves the raw endpoint at /websocket, /websocket/ and /sockjs/websocket, with a query string', async () => {
     for (const path of ['/websocket/', '/sockjs/websocket', '/websocket?x=1']) {
       const peer = await RawPeer.connected(`ws://127.0.0.1:${t.port}${path}`);
+      assert.match(peer.session, /^[23456789A-HJ-NP-Za-km-z]{17}$/, path);
+      peer.send({ msg: 'ping', id: path });
+      assert.deepEqual(await peer.next((m) => m.msg === 'pong'), { msg: 'pong', id: path });
       peer.close();
     }
   });
@@ -119,10 +123,13 @@ describe('heartbeats', () => {
 
   it('has no heartbeats for pre1, where ping is an unknown message', async () => {
     const peer = await RawPeer.connected(t.wsUrl, 'pre1');
+    // A silent version-1 client opened after it is pinged and dropped: by then pre1 would have been too.
+    const witness = await RawPeer.connected(t.wsUrl);
     peer.send({ msg: 'ping' });
     assert.equal((await peer.next()).reason, 'Bad request');
-    await new Promise((r) => setTimeout(r, 400));
+    await witness.waitClosed(2000);
     assert.equal(peer.closed, undefined);
+    assert.deepEqual(peer.received.filter((m) => m.msg === 'ping'), [], 'no ping sent to pre1');
     peer.close();
   });
 });
@@ -131,6 +138,9 @@ describe('methods', () => {
   let t: TestServer;
   let items: Collection;
   const order: string[] = [];
+  /** Methods `held` and `heldUnblocked` wait here until the test releases them: no timing involved. */
+  const gates = new Map<string, () => void>();
+  const started = (name: string) => eventually(() => order.includes(`${name}:start`), `${name} to start`);
   before(async () => {
     t = await startServer((server, { collection }) => {
       items = collection('items');
@@ -143,16 +153,16 @@ describe('methods', () => {
         crash: () => {
           throw new Error('secret internals');
         },
-        async slow(ms: unknown) {
-          order.push('slow:start');
-          await new Promise((r) => setTimeout(r, ms as number));
-          order.push('slow:end');
+        async held(name: unknown) {
+          order.push(`${name}:start`);
+          await new Promise<void>((release) => gates.set(name as string, release));
+          order.push(`${name}:end`);
         },
-        async slowUnblocked(this: { unblock(): void }, ms: unknown) {
+        async heldUnblocked(this: { unblock(): void }, name: unknown) {
           this.unblock();
-          order.push('unblocked:start');
-          await new Promise((r) => setTimeout(r, ms as number));
-          order.push('unblocked:end');
+          order.push(`${name}:start`);
+          await new Promise<void>((release) => gates.set(name as string, release));
+          order.push(`${name}:end`);
         },
         fast: () => {
           order.push('fast');
@@ -223,15 +233,24 @@ describe('methods', () => {
   it('runs one connection\'s methods in order, unless a method unblocks', async () => {
     const peer = await RawPeer.connected(t.wsUrl);
     order.length = 0;
-    peer.send({ msg: 'method', id: '1', method: 'slow', params: [80] });
+    peer.send({ msg: 'method', id: '1', method: 'held', params: ['h'] });
     peer.send({ msg: 'method', id: '2', method: 'fast', params: [] });
+    // Pings are answered outside the method queue: the pong says the server has read the call behind.
+    peer.send({ msg: 'ping', id: 'read' });
+    await peer.next((m) => m.msg === 'pong');
+    await started('h');
+    assert.deepEqual(order, ['h:start'], 'the next call waits for the one before');
+    gates.get('h')!();
     await peer.next((m) => m.msg === 'result' && m.id === '2');
-    assert.deepEqual(order, ['slow:start', 'slow:end', 'fast']);
+    assert.deepEqual(order, ['h:start', 'h:end', 'fast']);
     order.length = 0;
-    peer.send({ msg: 'method', id: '3', method: 'slowUnblocked', params: [80] });
+    peer.send({ msg: 'method', id: '3', method: 'heldUnblocked', params: ['u'] });
     peer.send({ msg: 'method', id: '4', method: 'fast', params: [] });
+    await peer.next((m) => m.msg === 'result' && m.id === '4');
+    assert.deepEqual(order, ['u:start', 'fast'], 'an unblocked call lets the next one run');
+    gates.get('u')!();
     await peer.next((m) => m.msg === 'result' && m.id === '3');
-    assert.deepEqual(order, ['unblocked:start', 'fast', 'unblocked:end']);
+    assert.deepEqual(order, ['u:start', 'fast', 'u:end']);
     peer.close();
   });
 
@@ -239,11 +258,13 @@ describe('methods', () => {
     const a = await RawPeer.connected(t.wsUrl);
     const b = await RawPeer.connected(t.wsUrl);
     order.length = 0;
-    a.send({ msg: 'method', id: '1', method: 'slow', params: [150] });
-    await new Promise((r) => setTimeout(r, 20));
+    a.send({ msg: 'method', id: '1', method: 'held', params: ['a'] });
+    await started('a');
     await b.call('1', 'fast');
-    assert.deepEqual(order, ['slow:start', 'fast']);
+    assert.deepEqual(order, ['a:start', 'fast']);
+    gates.get('a')!();
     await a.next((m) => m.msg === 'result');
+    assert.deepEqual(order, ['a:start', 'fast', 'a:end']);
     a.close();
     b.close();
   });
@@ -288,10 +309,12 @@ describe('methods', () => {
 describe('publications', () => {
   let t: TestServer;
   let items: Collection;
+  let fenced: Collection;
   let stops = 0;
   before(async () => {
     t = await startServer((server, { collection }) => {
       items = collection('pubitems');
+      fenced = collection('fenced');
       server.publish('all', () => items.find());
       server.publish('byColor', (color: unknown) => items.find({ color }, { fields: { color: 1, name: 1 } }));
       server.publish('sizes', () => items.find({}, { fields: { size: 1 } }));
@@ -317,6 +340,8 @@ describe('publications', () => {
         setTimeout(() => this.stop(), 20);
       });
       server.publish('badReturn', () => 42);
+      // Limit without sort: a live query that re-runs its query (throttled) for every change.
+      server.publish('requeried', () => fenced.find({}, { limit: 100 }));
       server.publish('twoCursorsOneCollection', () => [items.find({ color: 'red' }), items.find({ color: 'blue' })]);
       server.publish(null, function () {
         this.added('meta', 'server', { name: 'perseid' });
@@ -325,7 +350,9 @@ describe('publications', () => {
         add: (doc: unknown) => items.insertAsync(doc as object),
         set: (id: unknown, fields: unknown) => items.updateAsync(id as string, { $set: fields as object }),
         unset: (id: unknown, field: unknown) => items.updateAsync(id as string, { $unset: { [field as string]: '' } }),
+        unsetMany: (id: unknown, fields: unknown) => items.updateAsync(id as string, { $unset: Object.fromEntries((fields as string[]).map((f) => [f, ''])) }),
         remove: (id: unknown) => items.removeAsync(id as string),
+        addFenced: (doc: unknown) => fenced.insertAsync(doc as object),
       });
     });
   });
@@ -364,11 +391,20 @@ describe('publications', () => {
     peer.send({ msg: 'sub', id: 's1', name: 'all' });
     await peer.next((m) => m.msg === 'ready');
     const { all } = await peer.call('m1', 'add', [{ _id: 'f1', color: 'green' }]);
-    const added = all.findIndex((m) => m.msg === 'added' && m.id === 'f1');
-    const updated = all.findIndex((m) => m.msg === 'updated');
-    assert.ok(added !== -1 && added < updated, JSON.stringify(all));
+    assertBefore(all, (m) => m.msg === 'added' && m.id === 'f1', (m) => m.msg === 'updated', 'added before updated');
     const removed = await peer.call('m2', 'remove', ['f1']);
-    assert.ok(removed.all.findIndex((m) => m.msg === 'removed') < removed.all.findIndex((m) => m.msg === 'updated'));
+    assertBefore(removed.all, (m) => m.msg === 'removed' && m.id === 'f1', (m) => m.msg === 'updated', 'removed before updated');
+    peer.close();
+  });
+
+  it('holds updated until a live query that re-runs its query has sent the write (the fence really waits)', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'r', name: 'requeried' });
+    await peer.next((m) => m.msg === 'ready');
+    for (let i = 0; i < 3; i++) {
+      const { all } = await peer.call(`r${i}`, 'addFenced', [{ _id: `q${i}` }]);
+      assertBefore(all, (m) => m.msg === 'added' && m.id === `q${i}`, (m) => m.msg === 'updated', `the re-queried q${i} before updated`);
+    }
     peer.close();
   });
 
@@ -482,6 +518,32 @@ describe('publications', () => {
     peer.close();
   });
 
+  it('sends every field of a multi-field change to a document two subscriptions share', async () => {
+    await items.insertAsync({ _id: 'm1', color: 'red', name: 'one', size: 1, gone: 'a', alsoGone: 'b' });
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'a', name: 'all' });
+    await peer.next((m) => m.msg === 'ready');
+    peer.send({ msg: 'sub', id: 'b', name: 'byColor', params: ['red'] });
+    await peer.next((m) => m.msg === 'ready');
+    const from = peer.received.length;
+    const ofM1 = (messages: Message[]) => messages.filter((m) => m.id === 'm1');
+    // name is published by both subscriptions, size and extra by one: all three must arrive.
+    const changed = await peer.call('c1', 'set', ['m1', { name: 'two', size: 2, extra: true }]);
+    assert.deepEqual(Object.assign({}, ...ofM1(changed.all).map((m) => m.fields as object)), { name: 'two', size: 2, extra: true });
+    const cleared = await peer.call('c2', 'unsetMany', ['m1', ['gone', 'alsoGone', 'name']]);
+    assert.deepEqual(ofM1(cleared.all).flatMap((m) => (m.cleared as string[] | undefined) ?? []).sort(), ['alsoGone', 'gone', 'name']);
+    // What the client holds after applying every message: the document as stored.
+    const view: Record<string, unknown> = { color: 'red', name: 'one', size: 1, gone: 'a', alsoGone: 'b' };
+    for (const m of ofM1(peer.received.slice(from))) {
+      assert.equal(m.msg, 'changed', JSON.stringify(m));
+      Object.assign(view, m.fields ?? {});
+      for (const field of (m.cleared as string[] | undefined) ?? []) delete view[field];
+    }
+    assert.deepEqual(view, { color: 'red', size: 2, extra: true });
+    await items.removeAsync('m1');
+    peer.close();
+  });
+
   it('sends nothing for the other holders when one of two identical subscriptions stops', async () => {
     await items.insertAsync({ _id: 'i1', color: 'red', name: 'twice' });
     const peer = await RawPeer.connected(t.wsUrl);
@@ -526,12 +588,12 @@ describe('login', () => {
     const initial = await peer.until((m) => m.msg === 'ready');
     assert.deepEqual(initial.filter((m) => m.msg === 'added').map((m) => m.id), ['pub']);
     const login = await peer.call('1', 'login', ['u1']);
-    await peer.quiet(50);
+    assert.deepEqual(await peer.barrier(), [], 'nothing more after the call');
     const data = peer.received.filter((m) => m.collection === 'secrets').slice(1);
     assert.deepEqual(data, [{ msg: 'added', collection: 'secrets', id: 'priv', fields: { public: false } }]);
     assert.equal(login.all.filter((m) => m.msg === 'ready').length, 0);
     await peer.call('2', 'login', [null]);
-    await peer.quiet(50);
+    assert.deepEqual(await peer.barrier(), [], 'nothing more after the call');
     assert.deepEqual(peer.received.filter((m) => m.collection === 'secrets').slice(2), [{ msg: 'removed', collection: 'secrets', id: 'priv' }]);
     peer.close();
   });

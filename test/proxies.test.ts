@@ -14,7 +14,8 @@ import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort, portOpen } from '../scripts/services/process.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
+import { needs, needsServices } from './skips.js';
 import { eventually, exited, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
@@ -78,10 +79,9 @@ interface Item {
 }
 
 for (const proxy of PROXIES) {
-  const skip = !mongo ? `mongo-java-server is not running; ${HOW_TO_START}` : !proxy.binary ? `${proxy.name} is not installed (apt-get install nginx haproxy)` : false;
-  if (skip) console.log(`# SKIPPED ${proxy.name} in front of Perseid: ${skip}`);
+  const skip = !proxy.binary ? needs(proxy.name, `apt-get install ${proxy.name}`) : needsServices({ 'mongo-java-server': mongo });
 
-  describe(`${proxy.name} in front of two servers (deploy/)`, { skip: Boolean(skip) }, () => {
+  describe(`${proxy.name} in front of two servers (deploy/)`, { skip }, () => {
     let dir: string;
     let database: ReturnType<typeof freshDatabase>;
     let servers: PerseidProcess[];
@@ -164,7 +164,7 @@ for (const proxy of PROXIES) {
 // Fails loudly if the configurations stop parsing, even where a run above was skipped for want of MongoDB.
 describe('deploy/ configurations', () => {
   for (const proxy of PROXIES) {
-    it(`${proxy.name} accepts deploy/ as written`, { skip: proxy.binary ? false : `${proxy.name} is not installed` }, () => {
+    it(`${proxy.name} accepts deploy/ as written`, { skip: proxy.binary ? false : needs(proxy.name, `apt-get install ${proxy.name}`) }, () => {
       const dir = mkdtempSync(join(tmpdir(), 'perseid-config-'));
       try {
         const check =

@@ -13,7 +13,7 @@ import { MemoryRateLimitStore } from '../src/rate-limit/rate-limit-memory.js';
 import { RedisRateLimitStore } from '../src/rate-limit/rate-limit-redis.js';
 import { rateLimiter } from '../src/rate-limit/index.js';
 import { rateLimitMetrics } from '../src/rate-limit/rate-limit-metrics.js';
-import { HOW_TO_START } from './databases.js';
+import { needsServices } from './skips.js';
 import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
 import { rateLimitSuite } from './suites/rate-limit.js';
 
@@ -22,8 +22,7 @@ describe('memory rate-limit store', () => {
 });
 
 const redisUrl = await serviceUrl('redis');
-if (!redisUrl) console.log(`# SKIPPED redis rate-limit store: Redis is not running; ${HOW_TO_START}`);
-describe('redis rate-limit store', { skip: redisUrl ? false : 'Redis is not running' }, () => {
+describe('redis rate-limit store', { skip: needsServices({ redis: redisUrl }) }, () => {
   rateLimitSuite(async () => {
     const redis = new Redis(redisUrl!);
     const prefix = `perseid-test:${Random.id(6)}:`;
@@ -121,7 +120,7 @@ describe('rate limits on the wire', () => {
     redis.disconnect();
   });
 
-  it('shares counts between two servers through Redis (REDIS_URL)', { skip: redisUrl ? false : 'Redis is not running' }, async () => {
+  it('shares counts between two servers through Redis (REDIS_URL)', { skip: needsServices({ redis: redisUrl }) }, async () => {
     const saved = process.env.REDIS_URL;
     process.env.REDIS_URL = redisUrl!;
     // A method name of this run's own: the rule's id (and so its Redis key) comes from its matcher.

@@ -11,15 +11,15 @@ import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
-import { freshDatabase, HOW_TO_START } from './databases.js';
+import { freshDatabase } from './databases.js';
 import { SockjsXhrSession } from '../scripts/fuzz/wire.js';
 import { eventually, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
+import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
 /** The primary runs behind one proxy (HTTP_FORWARDED_COUNT=1): its operators ask through it, from its host. */
 const ASKED_ON_THE_PROXY_HOST = { headers: { 'x-forwarded-for': '127.0.0.1' } };
 const mongo = await serviceUrl('mongo-java-server');
-if (!mongo) console.log(`# SKIPPED the workers suite: mongo-java-server is not running; ${HOW_TO_START}`);
 
 interface Who {
   pid: number;
@@ -38,7 +38,7 @@ function ddp(url: string): SimpleDDP {
   return new SimpleDDP({ endpoint: `${url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, reconnectInterval: 100, maxTimeout: 4000 });
 }
 
-describe('perseid start --workers 2', { skip: !mongo }, () => {
+describe('perseid start --workers 2', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
   let primary: PerseidProcess;
   let database: ReturnType<typeof freshDatabase>;
   const clients: SimpleDDP[] = [];
@@ -73,7 +73,14 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
     assert.equal(info.base_url, undefined, 'a lone machine pins nobody elsewhere');
   });
 
+  /** The primary chooses by load, event-loop lag counting: on a loaded machine a lagging worker rightly gets no client. */
+  const bothWithoutLag = async () => {
+    const view = async () => ((await (await fetch(`${primary.url}/perseid/stats`, ASKED_ON_THE_PROXY_HOST)).json()) as { workers: Array<{ lagMs: number }> }).workers;
+    await eventually(async () => (await view()).every((w) => w.lagMs < 20), 'both workers without event-loop lag', 20000);
+  };
+
   it('spreads WebSocket connections over both workers', async () => {
+    await bothWithoutLag();
     const who = await Promise.all(Array.from({ length: 8 }, async () => (await connect()).call<Who>('whoami')));
     const perWorker = new Map<string, number>();
     for (const w of who) perWorker.set(w.worker!, (perWorker.get(w.worker!) ?? 0) + 1);
@@ -83,6 +90,7 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
   });
 
   it('keeps each SockJS polling session on one worker, and uses both', async () => {
+    await bothWithoutLag();
     const peers = await Promise.all(Array.from({ length: 4 }, () => SockjsPeer.open(`${primary.url}/sockjs`, 'xhr-polling')));
     try {
       const workers = new Set<string>();
@@ -114,8 +122,10 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
   });
 
   it('follows the database once and delivers changes to the worker that watches them', async () => {
-    // Choice by load need not alternate strictly (lag and CPU count too), so open connections until
-    // one sits on each worker.
+    // Choice by load need not alternate strictly (lag and CPU count too), so wait until neither worker lags
+    // (on a loaded machine one rightly gets every client), then open connections until one sits on each.
+    const view = async () => ((await (await fetch(`${primary.url}/perseid/stats`, ASKED_ON_THE_PROXY_HOST)).json()) as { workers: Array<{ lagMs: number }> }).workers;
+    await eventually(async () => (await view()).every((w) => w.lagMs < 20), 'both workers without event-loop lag', 20000);
     const a = await connect();
     const whoA = await a.call<Who>('whoami');
     let b: SimpleDDP | undefined;
@@ -123,8 +133,7 @@ describe('perseid start --workers 2', { skip: !mongo }, () => {
       const candidate = await connect();
       if ((await candidate.call<Who>('whoami')).worker !== whoA.worker) b = candidate;
     }
-    const stats = async () => JSON.stringify(((await (await fetch(`${primary.url}/perseid/stats`, ASKED_ON_THE_PROXY_HOST)).json()) as { workers: unknown }).workers);
-    assert.ok(b, `ten connections in a row went to the same worker; the primary's view: ${await stats()}`);
+    assert.ok(b, `ten connections in a row went to the same worker; the primary's view: ${JSON.stringify(await view())}`);
     const sub = a.subscribe('items');
     await sub.ready();
     const id = await b.call<string>('addItem', 1, 'from the other worker');

@@ -52,7 +52,11 @@ export function textFrame(text: string, flags: FrameFlags = {}, fast = false): B
 
 export interface ServerFrame {
   opcode: number;
+  /** RSV1: the payload is compressed (permessage-deflate). */
+  rsv1: boolean;
   payload: Buffer;
+  /** The whole frame as it came, header included. */
+  raw: Buffer;
 }
 
 /** Splits server frames (unmasked) out of a byte stream. */
@@ -76,7 +80,12 @@ export class FrameReader {
         offset = 10;
       }
       if (this.buffer.length < offset + length) break;
-      frames.push({ opcode: this.buffer[0]! & 0x0f, payload: this.buffer.subarray(offset, offset + length) });
+      frames.push({
+        opcode: this.buffer[0]! & 0x0f,
+        rsv1: (this.buffer[0]! & 0x40) !== 0,
+        payload: this.buffer.subarray(offset, offset + length),
+        raw: this.buffer.subarray(0, offset + length),
+      });
       this.buffer = this.buffer.subarray(offset + length);
     }
     return frames;

@@ -3,12 +3,15 @@
 import { readFileSync } from 'node:fs';
 import { helpText, nearestFlag, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { DatabaseUnavailableError } from '../data/driver.js';
+import { StoreError } from '../data/embedded/store-errors.js';
 import { createCommand, runCreate } from './create.js';
 import { devCommand, runDev } from './dev.js';
 import { autoscaleCommand, runAutoscale } from './autoscale.js';
+import { adviseCommand, capacityCommand, runAdvise, runCapacity, runTop, topCommand } from './apm.js';
 import { loadCommand, runLoadCommand } from './load.js';
 import { runStart, startCommand } from './start.js';
 import { StartupError } from './startup-error.js';
+import { runStoreCommand, storeCommand } from './store.js';
 
 interface Command {
   spec: CommandSpec;
@@ -22,6 +25,10 @@ const commands: Record<string, Command> = {
   start: { spec: startCommand, run: (parsed) => runStart(parsed).then(() => undefined) },
   load: { spec: loadCommand, run: (parsed) => runLoadCommand(parsed) },
   autoscale: { spec: autoscaleCommand, run: (parsed) => runAutoscale(parsed).then(() => undefined) },
+  top: { spec: topCommand, run: (parsed) => runTop(parsed) },
+  advise: { spec: adviseCommand, run: (parsed) => runAdvise(parsed) },
+  capacity: { spec: capacityCommand, run: (parsed) => runCapacity(parsed) },
+  store: { spec: storeCommand, run: (parsed) => runStoreCommand(parsed) },
 };
 
 function version(): string {
@@ -81,6 +88,10 @@ async function main(argv: string[]): Promise<number> {
     if (error instanceof StartupError) {
       process.stderr.write(`perseid ${name}: ${error.message}\n`);
       if (process.env.PERSEID_LOG_LEVEL === 'debug' && error.cause instanceof Error) process.stderr.write(`${error.cause.stack}\n`);
+      return 1;
+    }
+    if (error instanceof StoreError) {
+      process.stderr.write(`perseid ${name}: ${error.message}\n`);
       return 1;
     }
     throw error;

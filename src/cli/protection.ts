@@ -34,6 +34,12 @@ export const protectionOptions: Record<string, OptionSpec> = {
     value: '<n>',
     help: 'Connections from one client address, 0 for no limit (default 1000; behind proxies set HTTP_FORWARDED_COUNT)',
   },
+  'resume-grace-ms': {
+    type: 'string',
+    env: 'PERSEID_RESUME_GRACE_MS',
+    value: '<ms>',
+    help: 'How long a session whose client lost its connection waits for it to resume (Meteor 3.5), 0 for never (default 15000)',
+  },
   'allowed-origins': {
     type: 'string',
     env: 'PERSEID_ALLOWED_ORIGINS',
@@ -70,6 +76,7 @@ export function readProtection(values: Parsed['values']): ServerOptions {
     maxSubscriptionsPerConnection: integerOption(values, 'max-subscriptions', 1, 1_000_000),
     maxQueuedMessages: integerOption(values, 'max-queued-messages', 1, 10_000_000),
     maxConnectionsPerAddress: integerOption(values, 'max-connections-per-address', 0, 10_000_000),
+    resumeGracePeriod: integerOption(values, 'resume-grace-ms', 0, 3_600_000),
   };
   const origins = values['allowed-origins'];
   if (origins !== undefined) {

@@ -1,4 +1,5 @@
 /** `perseid start <app>`: open the database, load the app module, serve it. */
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { Primary } from '../cluster/primary.js';
 import { LoadMonitor } from '../cluster/load-monitor.js';
@@ -17,6 +18,7 @@ import { integerOption, UsageError, type CommandSpec, type Parsed } from './args
 import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
+import { StoreError } from '../data/embedded/store-errors.js';
 import { readRole, roleOptions, startJobs } from './jobs-role.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
@@ -56,6 +58,13 @@ export const startCommand: CommandSpec = {
       value: '<ms>',
       help: 'On SIGTERM, close open connections spread over this long, so clients reconnect elsewhere gradually',
     },
+    'admin-port': {
+      type: 'string',
+      env: 'PERSEID_ADMIN_PORT',
+      value: '<port>',
+      help: 'Serve the operational endpoints (/metrics, /perseid/dashboard, /perseid/stats, ...) on this port of --admin-host instead of the main one',
+    },
+    'admin-host': { type: 'string', env: 'PERSEID_ADMIN_HOST', default: '127.0.0.1', value: '<address>', help: 'Address the --admin-port server binds' },
     ...scaleOutOptions,
     ...roleOptions,
     ...protectionOptions,
@@ -70,7 +79,9 @@ export const startCommand: CommandSpec = {
     '',
     'With MONGO_URL set, collections live in MongoDB instead of the embedded store.',
     'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) stops at once.',
-    '/perseid/stats answers loopback only, or, with PERSEID_ADMIN_TOKEN set, requests sending it as Authorization: Bearer <token>.',
+    'The operational endpoints (/metrics, /perseid/dashboard, /perseid/apm, /perseid/advice, /perseid/capacity, /perseid/stats)',
+    'answer loopback only, or, with PERSEID_ADMIN_TOKEN set, only requests sending it as Authorization: Bearer <token>.',
+    'PERSEID_APM=off turns the APM\'s recording off.',
     'An unexpected exception outside any one connection is logged with its stack and exits with status 1, for a supervisor to restart.',
   ].join('\n'),
 };
@@ -101,9 +112,10 @@ export function compressionOption(raw: string | boolean | undefined, env: NodeJS
   return { ...DEFAULT_COMPRESSION, threshold };
 }
 
-/** Creates the server and runs the app's setup on it. */
-async function bootApp(setup: AppSetup, appPath: string, options: ServerOptions): Promise<PerseidServer> {
+/** Creates the server, reporting the database's health on /health, and runs the app's setup on it. */
+async function bootApp(setup: AppSetup, appPath: string, options: ServerOptions, database: Database): Promise<PerseidServer> {
   const server = createServer({ ...options, clientVersion: process.env.PERSEID_CLIENT_VERSION || undefined });
+  server.healthCheck('database', () => database.driver.problem?.());
   await runAppSetup(setup, server, appPath);
   return server;
 }
@@ -113,9 +125,8 @@ async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
   try {
     return await getDefaultDatabase();
   } catch (error) {
-    if (error instanceof DatabaseUnavailableError || error instanceof StartupError || dataDir === undefined) throw error;
-    const owner = /in use by process (\d+)/.exec((error as Error).message)?.[1];
-    if (owner) throw new StartupError(`the data directory ${dataDir} is in use by process ${owner} (another perseid start?): stop it, or choose another with --data-dir`, error);
+    // A store in use or damaged already says what to do, in one line.
+    if (error instanceof DatabaseUnavailableError || error instanceof StartupError || error instanceof StoreError || dataDir === undefined) throw error;
     throw new StartupError(`cannot open the data directory ${dataDir}: ${(error as Error).message}`, error);
   }
 }
@@ -127,6 +138,22 @@ async function listenOn<T>(listen: () => Promise<T>, port: number, host: string)
   } catch (error) {
     throw listenFailure(error as NodeJS.ErrnoException, port, host) ?? error;
   }
+}
+
+/** The `--admin-port` server: the operational endpoints only (still behind the admin check). */
+async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) => boolean, port: number, host: string, log: Logger): Promise<void> {
+  const server = createHttpServer((req, res) => {
+    if (answer(req, res)) return;
+    res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end('Not found: this port serves /metrics, /perseid/dashboard, /perseid/apm, /perseid/advice, /perseid/capacity and /perseid/stats\n');
+  });
+  await listenOn(
+    () => new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())),
+    port,
+    host,
+  );
+  server.unref();
+  log.info(`operational endpoints at ${shownUrl(host, port)}/perseid/dashboard`);
 }
 
 /** How long start-up waits for Redis to answer (PERSEID_CONNECT_TIMEOUT_MS, default 10 s). */
@@ -200,6 +227,8 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const compression = compressionOption(values.compression as string | undefined, env);
   const role = readRole(values);
   const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
+  const adminPort = values['admin-port'] === undefined ? undefined : integerOption(values, 'admin-port', 1, 65535)!;
+  const adminHost = String(values['admin-host']);
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
   const workers = workerCount(values.workers);
   const scale = readScaleOut(values, env);
@@ -212,6 +241,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     checkAppFile(appPath);
     await checkPort(port, host);
     if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
+    if (adminPort !== undefined) await checkPort(adminPort, adminHost);
     if (scale.redisUrl && (scale.fanout || (scale.publicUrl && scale.discovery === 'redis'))) await checkRedis(scale.redisUrl, connectTimeoutMs(env));
   }
   // Every process of a fan-out cluster (workers too) hears the bus itself.
@@ -224,7 +254,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     setDefaultDatabaseOptions({ feed, fanout: fanout?.store });
     const setup = await loadAppModule(appPath);
     const database = await openAppDatabase(undefined);
-    const server = await bootApp(setup, appPath, serverOptions);
+    const server = await bootApp(setup, appPath, serverOptions, database);
     await serveAsWorker(server);
     const stopJobs = await startJobs(server, database, values, env, id, log);
     process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
@@ -257,9 +287,11 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       allowedOrigins: serverOptions.allowedOrigins ?? parseAllowedOrigins(''),
       forwardedCount: forwardedCountFromEnv(env),
       contentSecurityPolicy: serverOptions.contentSecurityPolicy,
+      adminEndpoints: adminPort === undefined,
       log,
     });
     const bound = await listenOn(() => primary.listen(port, host), port, host);
+    if (adminPort !== undefined) await serveAdmin((req, res) => primary.adminRequest(req, res), adminPort, adminHost, log);
     const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log, role) : undefined;
     const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
     onSignals(
@@ -282,8 +314,9 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   setDefaultDatabaseOptions({ dataDir, fsync: values.fsync === true, fanout: fanout?.store });
   const setup = await loadAppModule(appPath);
   const database = await openAppDatabase(embedded ? dataDir : undefined);
-  const server = await bootApp(setup, appPath, serverOptions);
+  const server = await bootApp(setup, appPath, { ...serverOptions, adminEndpoints: adminPort === undefined }, database);
   const bound = await listenOn(() => server.listen(port, host), port, host);
+  if (adminPort !== undefined) await serveAdmin((req, res) => server.adminRequest(req, res), adminPort, adminHost, log);
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;
   if (!joined) monitor.stop();

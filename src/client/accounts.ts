@@ -2,9 +2,12 @@
  * Logins from the client, as Meteor's accounts-password client makes them:
  * the password leaves as its SHA-256 digest (`{digest, algorithm: 'sha-256'}`;
  * the plain string only where the page has no Web Crypto, i.e. not a secure
- * context), the token is kept in `storage` (localStorage in a page) and sent
- * as `{resume: token}` on every reconnect before anything else, and a token
- * the server no longer knows logs the client out.
+ * context), the token is kept in `storage` (localStorage in a page, anything
+ * with the same three methods in Node) with its expiry, and sent as
+ * `{resume: token}` first thing on every new session, so a reload or a
+ * reconnect stays logged in. Login calls are `wait` calls, as in Meteor: the
+ * page never shows the subscriptions half re-run for the new user. A token the
+ * server no longer knows logs the client out.
  */
 import type { DDPClient } from './client.js';
 import { Emitter } from './emitter.js';
@@ -17,6 +20,15 @@ export interface TokenStorage {
 
 export type UserSelector = string | { username: string } | { email: string } | { id: string };
 
+/** The logged-in user's document as the server publishes it (Meteor's default fields). */
+export interface ClientUser {
+  _id: string;
+  username?: string;
+  emails?: Array<{ address: string; verified: boolean }>;
+  profile?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
 export interface AccountsClientEvents {
   login: [userId: string];
   logout: [];
@@ -25,7 +37,7 @@ export interface AccountsClientEvents {
 interface LoginReply {
   id: string;
   token: string;
-  tokenExpires: Date;
+  tokenExpires?: Date;
 }
 
 async function passwordDigest(password: string): Promise<string | { digest: string; algorithm: 'sha-256' }> {
@@ -41,8 +53,9 @@ function userQuery(user: UserSelector): object {
 }
 
 export class AccountsClient extends Emitter<AccountsClientEvents> {
-  private currentUserId: string | undefined;
   private readonly tokenKey: string;
+  private readonly expiresKey: string;
+  private resuming = 0;
 
   constructor(
     private readonly client: DDPClient,
@@ -51,14 +64,26 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
   ) {
     super();
     this.tokenKey = `${keyPrefix}.loginToken`;
+    this.expiresKey = `${keyPrefix}.loginTokenExpires`;
     client.onReconnect(() => void this.resume());
     // A token from an earlier visit: resume with it (queued first if not connected yet).
     void this.resume();
   }
 
-  /** The logged-in user's id; undefined when logged out (or while a resume is in flight). */
-  get userId(): string | undefined {
-    return this.currentUserId;
+  /** The logged-in user's id; null when logged out (or while a resume is in flight). */
+  userId(): string | null {
+    return this.client.userId();
+  }
+
+  /** The logged-in user's document, once the server has published it. */
+  user(): ClientUser | undefined {
+    const id = this.client.userId();
+    return id === null ? undefined : this.client.collection<ClientUser>('users').findOne(id);
+  }
+
+  /** True while a stored token is being tried. */
+  loggingIn(): boolean {
+    return this.resuming > 0;
   }
 
   async loginWithPassword(user: UserSelector, password: string): Promise<string> {
@@ -72,7 +97,7 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
 
   async logout(): Promise<void> {
     try {
-      await this.client.call('logout');
+      await this.client.apply('logout', [], { wait: true });
     } finally {
       this.loggedOut();
     }
@@ -80,14 +105,14 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
 
   /** Logs out every other client of this user (Meteor's logoutOtherClients). */
   async logoutOtherClients(): Promise<void> {
-    const reply = await this.client.call<LoginReply>('getNewToken');
-    this.storeToken(reply.token);
+    const reply = await this.client.apply<LoginReply>('getNewToken', [], { wait: true });
+    this.storeToken(reply);
     await this.client.call('removeOtherTokens');
   }
 
   private async login(method: string, params: unknown[]): Promise<string> {
-    const reply = await this.client.apply<LoginReply>(method, params);
-    this.storeToken(reply.token);
+    const reply = await this.client.apply<LoginReply>(method, params, { wait: true });
+    this.storeToken(reply);
     this.loggedIn(reply.id);
     return reply.id;
   }
@@ -95,29 +120,42 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
   private resume(): Promise<void> | undefined {
     const token = this.storage?.getItem(this.tokenKey);
     if (!token) return undefined;
-    return this.client.apply<LoginReply>('login', [{ resume: token }]).then(
-      (reply) => this.loggedIn(reply.id),
+    const expires = Number(this.storage?.getItem(this.expiresKey));
+    if (expires && expires <= Date.now()) {
+      this.loggedOut();
+      return undefined;
+    }
+    this.resuming++;
+    return this.client.apply<LoginReply>('login', [{ resume: token }], { wait: true }).then(
+      (reply) => {
+        this.resuming--;
+        this.loggedIn(reply.id);
+      },
       (error: { error?: unknown }) => {
+        this.resuming--;
         // Refused (logged out elsewhere, expired): forget the token. A lost connection retries on reconnect.
         if (typeof error.error === 'number') this.loggedOut();
       },
     );
   }
 
-  private storeToken(token: string): void {
-    this.storage?.setItem(this.tokenKey, token);
+  private storeToken(reply: LoginReply): void {
+    this.storage?.setItem(this.tokenKey, reply.token);
+    if (reply.tokenExpires instanceof Date) this.storage?.setItem(this.expiresKey, String(reply.tokenExpires.getTime()));
+    else this.storage?.removeItem(this.expiresKey);
   }
 
   private loggedIn(userId: string): void {
-    if (this.currentUserId === userId) return;
-    this.currentUserId = userId;
+    if (this.client.userId() === userId) return;
+    this.client.setUserId(userId);
     this.emit('login', userId);
   }
 
   private loggedOut(): void {
     this.storage?.removeItem(this.tokenKey);
-    if (this.currentUserId === undefined) return;
-    this.currentUserId = undefined;
+    this.storage?.removeItem(this.expiresKey);
+    if (this.client.userId() === null) return;
+    this.client.setUserId(null);
     this.emit('logout');
   }
 }

@@ -1,21 +1,28 @@
 /**
  * DDPClient: a DDP session that survives connection loss. Method calls and
  * subscriptions belong to the client, not to a connection: they are (re)sent on
- * every connection, and after a reconnect the local store converges to what the
- * new session sends (see resync.ts).
+ * every connection. After a reconnect the server either resumes the session
+ * (Meteor 3.5: it replays what the client missed, nothing else changes) or
+ * starts a new one, and the local store then converges to what the new
+ * session sends (see quiescence.ts). Method stubs run at once against the
+ * local collections (stubs.ts, server-documents.ts).
  */
+import type { InputsOf, MethodDefinition, PublicationDefinition, ResultOf } from '../contract/index.js';
 import { clone } from '../ddp/ejson.js';
 import { DDPError } from '../ddp/errors.js';
 import { SUPPORTED_VERSIONS, type MethodMessage, type ServerMessage } from '../ddp/messages.js';
 import { METEOR_BACKOFF, retryDelay, type BackoffOptions } from './backoff.js';
+import { ClientErrors } from './client-errors.js';
 import { Connection, type WebSocketConstructor } from './connection.js';
 import { deferred, type Deferred } from './deferred.js';
 import { isDocumentMessage, type Document } from './documents.js';
 import { Emitter, ListenerSet } from './emitter.js';
 import { defaultHotCodePush, reloadPage, watchVersion, type HotCodePush } from './hot-code-push.js';
+import type { LocalCollection } from './local-collection.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
-import { Resync, type DataMessage } from './resync.js';
-import { LocalStore, type ClientCollection } from './store.js';
+import { Quiescence, type DataMessage } from './quiescence.js';
+import { LocalStore } from './store.js';
+import { Simulation, type Stub, type StubInvocation } from './stubs.js';
 import { SubscriptionRegistry, type Subscription } from './subscriptions.js';
 import { toWebSocketUrl } from './url.js';
 
@@ -61,13 +68,19 @@ export interface DisconnectInfo {
 
 export interface ClientEvents {
   status: [status: ClientStatus];
-  connected: [sessionId: string];
+  /** `resumed`: the server kept the session across the reconnect and replayed what the client missed. */
+  connected: [sessionId: string, resumed: boolean];
   /** A connection that had reached `connected` ended. */
   disconnected: [info: DisconnectInfo];
   /** Every message from the server, before the client acts on it. */
   message: [message: ServerMessage];
-  /** Socket errors, undecodable or malformed messages, the server's `error` messages, an unusable DDP version. */
+  /**
+   * Socket errors, undecodable or malformed messages, the server's `error`
+   * messages, an unusable DDP version, and exceptions thrown by method stubs.
+   */
   error: [error: Error];
+  /** The user the session is logged in as changed (set by AccountsClient). */
+  user: [userId: string | null];
   /** The server runs a new version of the app (see the `hotCodePush` option). */
   newVersion: [version: string];
 }
@@ -79,19 +92,30 @@ export class DDPClient extends Emitter<ClientEvents> {
   readonly url: string;
   private readonly settings: Settings;
   private readonly store = new LocalStore();
-  private readonly methods = new MethodTracker();
+  private readonly calls = new MethodTracker();
+  private readonly stubs = new Map<string, Stub>();
   private readonly subscriptions = new SubscriptionRegistry((sub) => this.subscriptionStopped(sub));
   private currentStatus: ClientStatus = 'idle';
   private session: string | undefined;
+  /** The session to resume on the next connection, and how many of its messages arrived. */
+  private lastSession: string | undefined;
+  private receivedCount = 0;
   /** The version proposed in `connect`: the preferred one until a server asks for another. */
   private version: string;
   private connection: Connection | undefined;
-  private resync: Resync | undefined;
+  private quiescence: Quiescence | undefined;
   private hadSession = false;
   private retries = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private pendingConnect: Deferred<string> | undefined;
   private readonly reconnectHooks = new ListenerSet<[]>();
+  /** Subscriptions stopped while disconnected: a resumed session still runs them. */
+  private readonly pendingUnsubs = new Set<string>();
+  /** Calls whose stub writes are undone once the next session's data is trusted. */
+  private abandoned: string[] = [];
+  /** Calls that got their result on a lost session: they finish when the new session's data is in. */
+  private orphans: string[] = [];
+  private user: string | null = null;
 
   constructor(url: string, options: DDPClientOptions = {}) {
     super();
@@ -136,6 +160,18 @@ export class DDPClient extends Emitter<ClientEvents> {
     return this.session;
   }
 
+  /** The logged-in user's id as the client knows it (stubs see it as `this.userId`). */
+  userId(): string | null {
+    return this.user;
+  }
+
+  /** Records the logged-in user (AccountsClient calls it); emits `user` when it changes. */
+  setUserId(userId: string | null): void {
+    if (userId === this.user) return;
+    this.user = userId;
+    this.emit('user', userId);
+  }
+
   /**
    * Connects (or, while waiting to reconnect, retries at once). Resolves with the
    * session id once connected; rejects if the client closes first.
@@ -150,62 +186,132 @@ export class DDPClient extends Emitter<ClientEvents> {
 
   /**
    * Closes the connection and does not reconnect until connect() is called.
-   * Outstanding method calls fail (nobody will answer them); subscriptions and
-   * documents stay, and are brought up to date by the next connect().
+   * The server is told to end the session at once (no resumption). Outstanding
+   * method calls fail (nobody will answer them) and their stubs' writes are
+   * undone; subscriptions and documents stay, and are brought up to date by
+   * the next connect().
    */
   disconnect(): void {
     if (this.currentStatus === 'closed') return;
     const wasConnected = this.currentStatus === 'connected';
+    if (wasConnected) this.connection?.send({ msg: 'disconnect' });
+    this.lastSession = undefined;
     this.detach();
-    this.close(new DDPError('disconnected', 'The client disconnected'));
+    this.close(ClientErrors.disconnected());
     if (wasConnected) this.emit('disconnected', { reason: 'client disconnect', willReconnect: false });
   }
 
-  /** Calls a method; see {@link apply}. */
-  call<Result = unknown>(method: string, ...params: unknown[]): Promise<Result> {
-    return this.apply<Result>(method, params);
-  }
-
   /**
-   * Calls a method. Resolves with its result once the server has also reported
-   * its writes done (`updated`), so they are in the store; rejects with a
-   * DDPError. Calls made while not connected are sent on connection.
+   * Registers method stubs: each runs at once when its method is called, on
+   * the local collections (see stubs.ts). A name can have one stub.
    */
-  apply<Result = unknown>(
-    method: string,
-    params: readonly unknown[] = [],
-    options: MethodOptions = {},
-  ): Promise<Result> {
-    if (this.currentStatus === 'closed') {
-      return Promise.reject(new DDPError('disconnected', 'The client is disconnected; call connect() first'));
+  methods(stubs: Record<string, Stub>): void {
+    for (const [name, stub] of Object.entries(stubs)) {
+      if (typeof stub !== 'function') throw new TypeError(`The stub for '${name}' must be a function`);
+      if (this.stubs.has(name)) throw new Error(`A stub for '${name}' is already registered`);
+      this.stubs.set(name, stub);
     }
-    // A copy, as Meteor takes: the call may be re-sent after the caller changed its arguments.
-    const { message, promise } = this.methods.create(method, params.map(clone), options);
-    if (this.currentStatus === 'connected') this.sendMethod(message);
-    // The caller states the result type; the server is not checked against it.
-    return promise as Promise<Result>;
   }
 
   /**
-   * Runs `callback` on every reconnect, before the client re-sends its calls and
-   * subscriptions (Meteor's `onReconnect`): a call made there goes first, so a
-   * resume login precedes the subscriptions it affects. Returns a remover.
+   * Registers a typed stub for a method defined with `defineMethod`: it gets
+   * the parameters as the caller passes them.
+   */
+  stub<D extends MethodDefinition>(method: D, stub: (this: StubInvocation, ...args: InputsOf<D>) => unknown): void {
+    this.methods({ [method.name]: stub as Stub });
+  }
+
+  /** Calls a method; see {@link apply}. A definition from `defineMethod` types the parameters and the result. */
+  call<D extends MethodDefinition>(method: D, ...params: InputsOf<D>): Promise<ResultOf<D>>;
+  call<Result = unknown>(method: string, ...params: unknown[]): Promise<Result>;
+  call(method: string | MethodDefinition, ...params: unknown[]): Promise<unknown> {
+    return this.invoke(typeof method === 'string' ? method : method.name, params, {});
+  }
+
+  /**
+   * Calls a method: runs its stub at once (if one is registered), then sends
+   * it, now or on the next connection, in call order. Resolves with its result
+   * once the server has also reported its writes done (`updated`) and they are
+   * in the store; rejects with a DDPError. Called from inside a stub, it only
+   * runs the other method's stub and resolves with what that returns.
+   */
+  apply<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions): Promise<ResultOf<D>>;
+  apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions): Promise<Result>;
+  apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions = {}): Promise<unknown> {
+    return this.invoke(typeof method === 'string' ? method : method.name, params, options);
+  }
+
+  /**
+   * Runs `callback` on every reconnect to a new session, before the client
+   * re-sends its calls and subscriptions (Meteor's `onReconnect`): a call made
+   * there goes first, so a resume login precedes the subscriptions it affects.
+   * Not called when the server resumes the session. Returns a remover.
    */
   onReconnect(callback: () => void): () => void {
     return this.reconnectHooks.add(callback);
   }
 
   /** Subscribes to a publication, now or on the next connection. */
-  subscribe(name: string, ...params: unknown[]): Subscription {
+  subscribe<D extends PublicationDefinition>(publication: D, ...params: InputsOf<D>): Subscription;
+  subscribe(name: string, ...params: unknown[]): Subscription;
+  subscribe(publication: string | PublicationDefinition, ...params: unknown[]): Subscription {
+    const name = typeof publication === 'string' ? publication : publication.name;
     const subscription = this.subscriptions.create(name, params.map(clone));
     if (this.currentStatus === 'connected') this.sendSubscription(subscription);
     return subscription;
   }
 
   /** The local copy of a collection (empty until the server sends documents). */
-  collection<T extends object = Document>(name: string): ClientCollection<T> {
+  collection<T extends object = Document>(name: string): LocalCollection<T> {
     // The server decides what documents look like; T is the caller's description of it.
-    return this.store.collection(name) as unknown as ClientCollection<T>;
+    return this.store.collection(name) as unknown as LocalCollection<T>;
+  }
+
+  private invoke(method: string, params: readonly unknown[], options: MethodOptions): Promise<unknown> {
+    const stub = this.stubs.get(method);
+    const enclosing = this.store.stub as Simulation | undefined;
+    if (enclosing) {
+      const nested = new Simulation(method, enclosing.methodId, this.user, enclosing, (...write) => this.store.held.track(...write));
+      return Promise.resolve(stub ? this.runStub(nested, stub, params) : undefined);
+    }
+    if (this.currentStatus === 'closed') return Promise.reject(ClientErrors.notConnected());
+    // A copy, as Meteor takes: the call may be re-sent after the caller changed its arguments.
+    const message: MethodMessage = { msg: 'method', id: this.calls.reserveId(), method, params: params.map(clone) };
+    let seed = options.randomSeed;
+    if (stub) {
+      const simulation = new Simulation(method, message.id, this.user, undefined, (...write) => this.store.held.track(...write), seed);
+      try {
+        this.runStub(simulation, stub, params);
+      } catch (error) {
+        if (options.throwStubExceptions) {
+          this.store.release(message.id);
+          return Promise.reject(error as Error);
+        }
+        this.stubFailed(method, error);
+      }
+      seed = simulation.usedSeed;
+    }
+    if (seed !== undefined) message.randomSeed = seed;
+    const promise = this.calls.add(message, options);
+    this.sendMethods();
+    return promise;
+  }
+
+  private runStub(simulation: Simulation, stub: Stub, params: readonly unknown[]): unknown {
+    const previous = this.store.stub;
+    this.store.stub = simulation;
+    try {
+      const value = this.store.inBatch(() => stub.apply(simulation, params.map(clone)));
+      if (value instanceof Promise) value.catch((error: unknown) => this.stubFailed(simulation.name, error));
+      return value;
+    } finally {
+      this.store.stub = previous;
+    }
+  }
+
+  private stubFailed(method: string, error: unknown): void {
+    const message = error instanceof Error ? error.message : String(error);
+    this.emit('error', new Error(`Exception while simulating the effect of invoking '${method}': ${message}`, { cause: error }));
   }
 
   private setStatus(status: ClientStatus): void {
@@ -217,12 +323,14 @@ export class DDPClient extends Emitter<ClientEvents> {
   private open(): void {
     clearTimeout(this.retryTimer);
     const { url, settings } = this;
+    const resume = this.lastSession === undefined ? undefined : { session: this.lastSession, receivedCount: this.receivedCount };
     this.connection = new Connection(
       {
         url,
         WebSocket: settings.WebSocket,
         version: this.version,
         support: settings.versions,
+        resume,
         connectTimeout: settings.connectTimeout,
         heartbeatInterval: settings.heartbeatInterval,
         heartbeatTimeout: settings.heartbeatTimeout,
@@ -239,23 +347,61 @@ export class DDPClient extends Emitter<ClientEvents> {
   }
 
   private connected(session: string): void {
-    this.session = session;
+    const resumed = this.hadSession && session === this.lastSession;
+    this.session = this.lastSession = session;
     this.retries = 0;
-    if (this.hadSession) this.reconnectHooks.notify();
-    const outstanding = this.methods.unsent();
-    // Meteor's order: methods first (a re-sent login precedes the subscriptions it affects).
-    for (const message of outstanding) this.sendMethod(message);
-    for (const subscription of this.subscriptions.all()) this.sendSubscription(subscription);
-    if (this.hadSession) {
-      this.resync = new Resync(this.subscriptions.readyIds(), outstanding.map((message) => message.id));
-    }
-    this.hadSession = true;
+    if (!resumed) this.receivedCount = 1; // its `connected`
+    // Before the status says connected, so that calls the hooks make queue up in front.
+    if (!resumed && this.hadSession) this.prepareNewSession();
     this.setStatus('connected');
     if (this.currentStatus !== 'connected') return; // a status listener disconnected
+    if (resumed) this.resumed();
+    else this.sendAll(this.hadSession);
+    this.hadSession = true;
     this.pendingConnect?.resolve(session);
     this.pendingConnect = undefined;
-    this.emit('connected', session);
-    if (this.resync?.complete) this.finishResync();
+    this.emit('connected', session, resumed);
+    if (this.quiescence?.complete) this.finishQuiescence();
+  }
+
+  /** The server kept the session: tell it what changed meanwhile; it replays what was missed. */
+  private resumed(): void {
+    for (const id of this.pendingUnsubs) this.connection?.send({ msg: 'unsub', id });
+    this.pendingUnsubs.clear();
+    this.sendMethods();
+    // Subscriptions not yet ready may have been lost on the way; the server ignores repeated ids.
+    for (const subscription of this.subscriptions.all()) if (!subscription.isReady) this.sendSubscription(subscription);
+    for (const id of this.abandoned.splice(0)) this.store.release(id);
+  }
+
+  /**
+   * A new session: its data is held until it has caught up (quiescence.ts),
+   * calls without a result run again, and the reconnect hooks' calls go first.
+   */
+  private prepareNewSession(): void {
+    this.pendingUnsubs.clear();
+    this.orphans.push(...this.calls.newSession());
+    this.quiescence = new Quiescence(true, this.subscriptions.readyIds(), []);
+    const queued = this.calls.takeBlocks();
+    this.reconnectHooks.notify();
+    this.calls.restoreBlocks(queued);
+  }
+
+  private sendAll(waitForAll = false): void {
+    this.sendMethods(waitForAll);
+    for (const subscription of this.subscriptions.all()) this.sendSubscription(subscription);
+  }
+
+  /** Sends the calls that may go now; `wait` calls (and with `waitForAll`, every call) hold the data back. */
+  private sendMethods(waitForAll = false): void {
+    if (this.currentStatus !== 'connected') return;
+    for (const message of this.calls.sendable()) {
+      this.connection?.send(message);
+      const wait = this.calls.markSent(message.id);
+      if (!wait && !waitForAll) continue;
+      if (this.quiescence) this.quiescence.waitForMethod(message.id);
+      else this.quiescence = new Quiescence(false, [], [message.id]);
+    }
   }
 
   private versionRefused(version: string): void {
@@ -266,10 +412,7 @@ export class DDPClient extends Emitter<ClientEvents> {
       this.open();
       return;
     }
-    const error = new DDPError(
-      'version-mismatch',
-      `The server requires DDP version ${version}, which this client does not offer`,
-    );
+    const error = ClientErrors.versionMismatch({ version });
     this.close(error);
     this.emit('error', error);
   }
@@ -281,31 +424,35 @@ export class DDPClient extends Emitter<ClientEvents> {
       this.retryTimer = setTimeout(() => this.open(), retryDelay(this.retries++, this.settings.backoff));
       this.setStatus('waiting');
     } else {
-      this.close(new DDPError('connection-lost', `The connection was lost: ${reason}`));
+      this.close(ClientErrors.connectionLost({ reason }));
     }
     // Read the status again: a status listener may have called disconnect().
     if (wasConnected) this.emit('disconnected', { reason, code, willReconnect: this.currentStatus === 'waiting' });
   }
 
-  /** Drops the connection and its state; calls, subscriptions and documents stay. */
+  /** Drops the connection; calls, subscriptions, documents and held data stay for the next one. */
   private detach(): void {
     this.connection?.close();
     this.connection = undefined;
     this.session = undefined;
-    this.resync = undefined;
-    this.methods.connectionLost();
+    this.abandoned.push(...this.calls.connectionLost());
   }
 
   /** Stops for good (until connect()): nothing outstanding will be answered. */
   private close(error: DDPError): void {
     clearTimeout(this.retryTimer);
-    this.methods.failAll(error);
+    this.calls.failAll(error);
+    this.quiescence = undefined;
+    this.abandoned = [];
+    this.orphans = [];
+    this.store.releaseAll();
     this.pendingConnect?.reject(error);
     this.pendingConnect = undefined;
     this.setStatus('closed');
   }
 
   private received(message: ServerMessage): void {
+    if (message.msg !== 'ping' && message.msg !== 'pong') this.receivedCount++;
     this.emit('message', message);
     switch (message.msg) {
       case 'added':
@@ -316,50 +463,62 @@ export class DDPClient extends Emitter<ClientEvents> {
       case 'ready':
       case 'nosub':
       case 'updated':
-        if (!this.resync) {
+        if (!this.quiescence) {
           this.applyData(message);
           break;
         }
-        this.resync.hold(message);
-        if (this.resync.complete) this.finishResync();
+        this.quiescence.hold(message);
+        if (this.quiescence.complete && this.currentStatus === 'connected') this.finishQuiescence();
         break;
       case 'result':
-        this.methods.result(message);
+        this.calls.result(message);
+        this.sendMethods();
         break;
       case 'error':
-        this.emit('error', new DDPError('server-error', message.reason, message.offendingMessage));
+        this.emit('error', ClientErrors.serverError({ reason: message.reason }, message.offendingMessage));
         break;
     }
   }
 
   private applyData(message: DataMessage): void {
+    const sent = (id: string) => this.calls.isSent(id);
     switch (message.msg) {
       case 'ready':
-        this.subscriptions.ready(message.subs);
+        this.store.held.whenReleased(() => this.subscriptions.ready(message.subs), sent);
         break;
       case 'nosub':
         this.subscriptions.nosub(message.id, message.error && DDPError.fromJSON(message.error));
         break;
       case 'updated':
-        this.methods.updated(message.methods);
+        for (const id of message.methods) {
+          this.store.release(id);
+          this.store.held.whenReleased(() => {
+            this.calls.dataVisible(id);
+            this.sendMethods();
+          }, sent);
+        }
         break;
       default:
         this.store.apply(message);
     }
   }
 
-  /** Switches the store to the new session's documents, then lets readiness and method completion through. */
-  private finishResync(): void {
-    const held = this.resync?.messages ?? [];
-    this.resync = undefined;
-    this.store.reset(held.filter(isDocumentMessage));
-    for (const message of held) if (!isDocumentMessage(message)) this.applyData(message);
-    this.methods.settleOrphans();
-  }
-
-  private sendMethod(message: MethodMessage): void {
-    this.connection?.send(message);
-    this.methods.markSent(message.id);
+  /** Applies what was held: after a new session, as a switch of the whole store to its data. */
+  private finishQuiescence(): void {
+    const quiescence = this.quiescence!;
+    this.quiescence = undefined;
+    const held = quiescence.messages;
+    this.store.inBatch(() => {
+      if (!quiescence.reset) {
+        for (const message of held) this.applyData(message);
+        return;
+      }
+      this.store.reset(held.filter(isDocumentMessage));
+      for (const message of held) if (!isDocumentMessage(message)) this.applyData(message);
+      for (const id of [...this.abandoned.splice(0), ...this.orphans]) this.store.release(id);
+      this.calls.finishOrphans(this.orphans.splice(0));
+    });
+    this.sendMethods();
   }
 
   private sendSubscription({ id, name, params }: Subscription): void {
@@ -368,8 +527,9 @@ export class DDPClient extends Emitter<ClientEvents> {
 
   private subscriptionStopped(subscription: Subscription): void {
     if (this.currentStatus === 'connected') this.connection?.send({ msg: 'unsub', id: subscription.id });
-    if (!this.resync) return;
-    this.resync.forgetSubscription(subscription.id);
-    if (this.resync.complete) this.finishResync();
+    else if (this.lastSession !== undefined) this.pendingUnsubs.add(subscription.id);
+    if (!this.quiescence) return;
+    this.quiescence.forgetSubscription(subscription.id);
+    if (this.quiescence.complete && this.currentStatus === 'connected') this.finishQuiescence();
   }
 }

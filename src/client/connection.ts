@@ -33,6 +33,8 @@ export interface ConnectionSettings {
   version: string;
   /** Every version the client speaks, most preferred first. */
   support: readonly string[];
+  /** The session to ask to resume, and how many of its messages arrived (Meteor 3.5's resumption). */
+  resume?: { session: string; receivedCount: number };
   connectTimeout: number;
   heartbeatInterval: number;
   heartbeatTimeout: number;
@@ -54,6 +56,12 @@ const ignore = (): void => undefined;
 /** Only `params` is EJSON in what a client sends (DDP notes §1.1). */
 function encode(message: ClientMessage): string {
   return JSON.stringify('params' in message ? { ...message, params: toJSONValue(message.params) } : message);
+}
+
+function connectMessage({ version, support, resume }: ConnectionSettings): ClientMessage {
+  const message: ClientMessage = { msg: 'connect', version, support: [...support] };
+  if (resume) Object.assign(message, resume);
+  return message;
 }
 
 function socketError(event: unknown): Error {
@@ -82,7 +90,7 @@ export class Connection {
       });
       return;
     }
-    this.socket.onopen = () => this.send({ msg: 'connect', version: settings.version, support: [...settings.support] });
+    this.socket.onopen = () => this.send(connectMessage(settings));
     this.socket.onmessage = (event: { data: unknown }) => this.receive(event.data);
     this.socket.onclose = (event: { code: number; reason: string }) =>
       this.end(event.reason || 'connection closed', event.code);

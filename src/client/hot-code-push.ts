@@ -7,7 +7,7 @@
  */
 import { AUTOUPDATE } from '../ddp/autoupdate.js';
 import type { Document } from './documents.js';
-import type { ClientCollection } from './store.js';
+import type { LocalCollection } from './local-collection.js';
 import type { Subscription } from './subscriptions.js';
 
 /** `reload`: reload the page on a new version (the default in browsers); `keep`: keep it, only tell; false: do not watch. */
@@ -16,7 +16,7 @@ export type HotCodePush = 'reload' | 'keep' | false;
 /** The client's side of it: what the watcher needs, so it stays apart from the connection logic. */
 export interface VersionSource {
   subscribe(name: string): Subscription;
-  collection(name: string): ClientCollection<Document>;
+  collection(name: string): LocalCollection<Document>;
 }
 
 /** The default: reload where there is a page to reload. */

@@ -1,16 +1,27 @@
 /**
  * perseid/client: the DDP client for browsers (and, through node.ts, for Node).
  * Everything reachable from here must run in a browser: no Node built-ins or
- * globals, and nothing from the server side of the package.
+ * globals, and nothing from the server side of the package (src/query/ is
+ * shared: the server's own query code, on mingo's browser build).
  */
 export { DDPClient } from './client.js';
 export type { ClientEvents, ClientStatus, DDPClientOptions, DisconnectInfo } from './client.js';
 export type { MethodOptions } from './methods.js';
+export type { Stub, StubInvocation } from './stubs.js';
+// Typed contracts, defined once and imported by the server too (perseid's implement()).
+export { defineMethod, definePublication, returns } from '../contract/index.js';
+export type { MethodDefinition, PublicationDefinition, InputsOf, OutputsOf, ResultOf, Returns } from '../contract/index.js';
 export { AccountsClient } from './accounts.js';
-export type { AccountsClientEvents, TokenStorage, UserSelector } from './accounts.js';
+export type { AccountsClientEvents, TokenStorage, UserSelector, ClientUser } from './accounts.js';
 export type { HotCodePush } from './hot-code-push.js';
 export type { Subscription } from './subscriptions.js';
-export type { ClientCollection } from './store.js';
+export { LocalCollection } from './local-collection.js';
+export type { UpdateOptions } from './local-collection.js';
+/** The local copy of a collection (the name earlier versions used). */
+export type { LocalCollection as ClientCollection } from './local-collection.js';
+export { LocalCursor } from './local-cursor.js';
+export type { ObserveCallbacks, ObserveChangesCallbacks, ObserveHandle, WatchHandle } from './local-cursor.js';
+export type { FindOptions, LocalSelector } from './local-query.js';
 export type { Document, DocumentChange, Fields } from './documents.js';
 export { METEOR_BACKOFF, retryDelay } from './backoff.js';
 export type { BackoffOptions } from './backoff.js';

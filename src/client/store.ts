@@ -1,86 +1,48 @@
 /**
  * The client's copy of the server's documents, one collection per name, with
- * change notifications so that a UI can follow it.
+ * the latency compensation bookkeeping (server-documents.ts) in front of it:
+ * data messages for documents a pending stub wrote go to the held copies,
+ * everything else straight to the collections.
  */
-import { idStringify } from '../ddp/ids.js';
-import {
-  applyDocumentMessage,
-  replaceDocuments,
-  type Document,
-  type DocumentChange,
-  type DocumentMessage,
-} from './documents.js';
-import { ListenerSet } from './emitter.js';
+import type { Document, DocumentMessage } from './documents.js';
+import { applyDocumentMessage } from './documents.js';
+import { LocalCollection, type ActiveStub, type CollectionHost } from './local-collection.js';
+import type { QueryObserver } from './query-observer.js';
+import { ServerDocuments } from './server-documents.js';
 
-/** Read access to one collection. Returned documents are shared: treat them as read-only. */
-export interface ClientCollection<T extends object = Document> {
-  readonly name: string;
-  readonly size: number;
-  /** All documents, or those the predicate accepts, in arrival order. */
-  find(predicate?: (doc: T) => boolean): T[];
-  /** The first document the predicate accepts. */
-  findOne(predicate: (doc: T) => boolean): T | undefined;
-  /** The document with this `_id` (of any id type: string, number, ObjectID…). */
-  findOne(id: unknown): T | undefined;
-  /** Called after each change, with the collection already updated; returns a function that unsubscribes. */
-  onChange(listener: (change: DocumentChange<T>) => void): () => void;
-}
-
-class LocalCollection implements ClientCollection {
-  readonly docs = new Map<string, Document>();
-  private readonly listeners = new ListenerSet<[DocumentChange]>();
-
-  constructor(readonly name: string) {}
-
-  get size(): number {
-    return this.docs.size;
-  }
-
-  find(predicate?: (doc: Document) => boolean): Document[] {
-    const found: Document[] = [];
-    for (const doc of this.docs.values()) if (!predicate || predicate(doc)) found.push(doc);
-    return found;
-  }
-
-  findOne(selector: unknown): Document | undefined {
-    if (typeof selector !== 'function') return this.docs.get(idStringify(selector));
-    for (const doc of this.docs.values()) if ((selector as (doc: Document) => boolean)(doc)) return doc;
-    return undefined;
-  }
-
-  onChange(listener: (change: DocumentChange) => void): () => void {
-    return this.listeners.add(listener);
-  }
-
-  apply(message: DocumentMessage): void {
-    const change = applyDocumentMessage(this.docs, message);
-    if (change) this.listeners.notify(change);
-  }
-
-  replace(next: Map<string, Document>): void {
-    for (const change of replaceDocuments(this.docs, next)) this.listeners.notify(change);
-  }
-}
-
-export class LocalStore {
+export class LocalStore implements CollectionHost {
+  readonly batch = { depth: 0, dirty: new Set<QueryObserver>() };
+  readonly held = new ServerDocuments();
+  /** The stub running now, if any (set by the client around a stub call). */
+  stub: ActiveStub | undefined;
   private readonly collections = new Map<string, LocalCollection>();
+
+  activeStub(): ActiveStub | undefined {
+    return this.stub;
+  }
 
   collection(name: string): LocalCollection {
     let collection = this.collections.get(name);
     if (!collection) {
-      collection = new LocalCollection(name);
+      collection = new LocalCollection(name, this);
       this.collections.set(name, collection);
     }
     return collection;
   }
 
   apply(message: DocumentMessage): void {
-    this.collection(message.collection).apply(message);
+    if (!this.held.absorb(message)) this.collection(message.collection).apply(message);
+  }
+
+  /** Shows the server's version of what `methodId`'s stub wrote (its `updated` arrived). */
+  release(methodId: string): void {
+    this.inBatch(() => this.held.release(methodId, (collection, id, doc) => this.collection(collection).set(id, doc)));
   }
 
   /**
-   * Makes the store hold exactly what `messages` build from nothing, notifying
-   * only the differences: how the client switches to a new session's data.
+   * Makes the store hold exactly what `messages` build from nothing (the new
+   * session's data), except documents pending stubs wrote, which stay as
+   * shown: how the client switches to a new session.
    */
   reset(messages: readonly DocumentMessage[]): void {
     const next = new Map<string, Map<string, Document>>();
@@ -89,8 +51,30 @@ export class LocalStore {
       if (!docs) next.set(message.collection, (docs = new Map()));
       applyDocumentMessage(docs, message);
     }
-    for (const name of new Set([...this.collections.keys(), ...next.keys()])) {
-      this.collection(name).replace(next.get(name) ?? new Map());
+    this.held.rebase(next, (collection, id) => this.collections.get(collection)?.get(id));
+    this.inBatch(() => {
+      for (const name of new Set([...this.collections.keys(), ...next.keys()])) {
+        this.collection(name).replaceAll(next.get(name) ?? new Map());
+      }
+    });
+  }
+
+  /** Shows the server's version of everything stubs wrote (their calls will not be answered). */
+  releaseAll(): void {
+    for (const methodId of this.held.methods()) this.release(methodId);
+  }
+
+  /** Runs `work` with observers refreshed once at the end rather than after each change. */
+  inBatch<R>(work: () => R): R {
+    this.batch.depth++;
+    try {
+      return work();
+    } finally {
+      if (--this.batch.depth === 0) {
+        const dirty = [...this.batch.dirty];
+        this.batch.dirty.clear();
+        for (const observer of dirty) observer.refresh();
+      }
     }
   }
 }

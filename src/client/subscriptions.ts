@@ -1,5 +1,6 @@
 /** Subscriptions the application holds; they outlive connections and are re-sent on each. */
-import { DDPError } from '../ddp/errors.js';
+import type { DDPError } from '../ddp/errors.js';
+import { ClientErrors } from './client-errors.js';
 import { Random } from '../ddp/random.js';
 import { deferred, type Deferred } from './deferred.js';
 import { ListenerSet } from './emitter.js';
@@ -66,7 +67,7 @@ class ClientSubscription implements Subscription {
     this.stopError = error;
     if (!this.isReady) {
       this.readiness.reject(
-        error ?? new DDPError('subscription-stopped', `Subscription '${this.name}' ended before it was ready`),
+        error ?? ClientErrors.subscriptionStopped({ name: this.name }),
       );
     }
     this.stopListeners.notify(error);

@@ -10,6 +10,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
+import type { ApmSnapshot } from '../metrics/apm.js';
+import { mergeSnapshots } from '../metrics/dashboard-view.js';
 import { metrics } from '../metrics/registry.js';
 import type { ChangeSource } from '../data/change-source.js';
 import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from '../server/http.js';
@@ -38,6 +40,8 @@ export interface PrimaryOptions {
   forwardedCount: number;
   /** Content-Security-Policy of the static files the primary serves. */
   contentSecurityPolicy?: string | false;
+  /** False when `--admin-port` serves the operational endpoints (see adminRequest). */
+  adminEndpoints?: boolean;
   log: Logger;
 }
 
@@ -76,7 +80,13 @@ export class Primary {
         links.delete(worker);
       },
     });
-    this.routes = new HttpRoutes({ health: () => this.health(), contentSecurityPolicy: options.contentSecurityPolicy, peerOrigins: () => this.door.peerOrigins() });
+    this.routes = new HttpRoutes({
+      health: () => this.health(),
+      contentSecurityPolicy: options.contentSecurityPolicy,
+      peerOrigins: () => this.door.peerOrigins(),
+      apm: () => this.workersApm(),
+      adminEndpoints: options.adminEndpoints !== false,
+    });
     metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
     this.httpServer = createServer((req, res) => this.request(req, res));
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
@@ -153,6 +163,30 @@ export class Primary {
     this.httpServer.closeAllConnections();
     await this.pool.stop();
     metrics.removeSection('workers');
+  }
+
+  /** The APM figures of every ready worker (read from its private loopback port), so one scrape of the primary covers the machine. */
+  private async workersApm(): Promise<ApmSnapshot> {
+    const token = process.env.PERSEID_ADMIN_TOKEN;
+    const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+    const snapshots = await Promise.all(
+      this.pool.ready.map(async (worker) => {
+        try {
+          const res = await fetch(`http://127.0.0.1:${worker.httpPort}/perseid/apm`, { headers, signal: AbortSignal.timeout(5000) });
+          if (!res.ok) throw new Error(`answered ${res.status}`);
+          return (await res.json()) as ApmSnapshot;
+        } catch (error) {
+          this.options.log.warn('could not read a worker\'s APM figures', { worker: worker.id, error: (error as Error).message });
+          return undefined;
+        }
+      }),
+    );
+    return mergeSnapshots(snapshots.filter((s): s is ApmSnapshot => s !== undefined));
+  }
+
+  /** Answers an operational endpoint on the `--admin-port` server; false for any other path. */
+  adminRequest(req: IncomingMessage, res: ServerResponse): boolean {
+    return this.routes.handleAdmin(req, res);
   }
 
   private handOff(req: IncomingMessage, socket: Socket, head: Buffer): void {

@@ -4,7 +4,9 @@
  * environment: `MONGO_URL` for MongoDB, otherwise the embedded store in
  * `PERSEID_DATA_DIR` (default `.perseid/data`).
  */
+import { fileURLToPath } from 'node:url';
 import { metrics } from '../metrics/registry.js';
+import { instrumentDriver } from './collections-metrics.js';
 import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
 import type { StorageDriver } from '../data/driver.js';
 import { openEmbeddedStore } from '../data/embedded/store.js';
@@ -13,15 +15,15 @@ import type { ChangeSourceChoice, MongoStoreOptions } from '../data/mongo/store.
 
 export class Database {
   readonly liveQueries: LiveQueryRegistry;
+  /** The storage driver, its calls recorded by the APM (collections-metrics.ts). */
+  readonly driver: StorageDriver;
 
   private static opened = 0;
   private readonly section: string;
 
-  constructor(
-    readonly driver: StorageDriver,
-    options: RegistryOptions = {},
-  ) {
-    this.liveQueries = new LiveQueryRegistry(driver, options);
+  constructor(driver: StorageDriver, options: RegistryOptions = {}) {
+    this.driver = instrumentDriver(driver);
+    this.liveQueries = new LiveQueryRegistry(this.driver, options);
     this.section = Database.opened++ === 0 ? 'liveQueries' : `liveQueries${Database.opened}`;
     metrics.section(this.section, () => this.liveQueries.describe());
   }
@@ -48,6 +50,8 @@ export interface DatabaseOptions extends RegistryOptions {
   pollIntervalMs?: number;
   /** How long a MongoDB operation waits for a reachable server before failing with 503 (default 10000). */
   serverSelectionTimeoutMs?: number;
+  /** How long a MongoDB operation may go unanswered before failing with 503 (default PERSEID_MONGO_TIMEOUT_MS or 30000). */
+  operationTimeoutMs?: number;
   /** A worker's link to its primary's change feed (change source `ipc`). */
   feed?: { link: FeedLink; name: string };
   /** Cross-server fan-out (see MongoStoreOptions.fanout). */
@@ -71,6 +75,7 @@ export async function openDatabase(options: DatabaseOptions = {}): Promise<Datab
       changeSource,
       pollIntervalMs: options.pollIntervalMs ?? (Number(process.env.PERSEID_POLL_INTERVAL_MS) || undefined),
       serverSelectionTimeoutMs: options.serverSelectionTimeoutMs,
+      operationTimeoutMs: options.operationTimeoutMs ?? (Number(process.env.PERSEID_MONGO_TIMEOUT_MS) || undefined),
       feed: options.feed,
       fanout: options.fanout,
     });
@@ -80,6 +85,22 @@ export async function openDatabase(options: DatabaseOptions = {}): Promise<Datab
   const fsync = options.fsync ?? process.env.PERSEID_FSYNC === '1';
   const store = await openEmbeddedStore({ dir, fsync });
   return new Database(store, options);
+}
+
+/**
+ * Two copies of this module in one process (a global `perseid` command running
+ * an app that imports its own, a path mapping to the sources) would each keep
+ * a default database, metrics and live queries of their own: the app's writes
+ * would land where the server does not look. Refuse the second copy at once.
+ */
+const LOADED_FROM = Symbol.for('perseid.collections.database');
+const registry = globalThis as { [LOADED_FROM]?: string };
+registry[LOADED_FROM] ??= import.meta.url;
+if (registry[LOADED_FROM] !== import.meta.url) {
+  throw new Error(
+    `perseid is loaded twice, from ${fileURLToPath(registry[LOADED_FROM])} and ${fileURLToPath(import.meta.url)}: ` +
+      'run the app with the perseid it imports (npx perseid in its directory), and map no `perseid` import to another copy',
+  );
 }
 
 let defaultDatabase: Promise<Database> | undefined;

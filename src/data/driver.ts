@@ -8,6 +8,7 @@
  * to application code).
  */
 import { DDPError, defineError, defineThrownError } from '../ddp/errors.js';
+import type { IndexDescription, QueryPlan } from '../metrics/database-stats.js';
 import type { ChangeSource } from './change-source.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from './types.js';
 
@@ -20,7 +21,11 @@ export interface QueryResult {
   docs: Document[];
   /** The change seq these results reflect exactly, when the driver knows it (lets live queries skip older events). */
   position?: number;
+  /** How the query ran (index used, documents examined), when the driver knows: the index advisor reads it. */
+  plan?: QueryPlan;
 }
+
+export type { IndexDescription, QueryPlan };
 
 export interface CollectionDriver {
   readonly name: string;
@@ -31,6 +36,10 @@ export interface CollectionDriver {
   count(query: QuerySpec): Promise<number>;
   createIndex(keys: IndexKeys, options?: IndexOptions): Promise<string>;
   dropIndex(name: string): Promise<void>;
+  /** The collection's indexes, `_id_` included (empty when the collection does not exist). */
+  listIndexes(): Promise<IndexDescription[]>;
+  /** How the database would run `query`, for the index advisor (asked once per query shape); absent when the driver reports plans with every find. */
+  explain?(query: QuerySpec): Promise<QueryPlan | undefined>;
   /** Removes every document and index of the collection. */
   drop(): Promise<void>;
 }
@@ -40,6 +49,8 @@ export interface StorageDriver {
   readonly kind: string;
   readonly changes: ChangeSource;
   collection(name: string): CollectionDriver;
+  /** Why the database cannot take writes now (for /health), or undefined when it can. */
+  problem?(): string | undefined;
   close(): Promise<void>;
 }
 

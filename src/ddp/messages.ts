@@ -34,7 +34,13 @@ export interface ConnectMessage {
   msg: 'connect';
   version: string;
   support: string[];
+  /** The session to resume (Meteor 3.5), with how many messages of it the client received. */
   session?: string;
+  receivedCount?: number;
+}
+/** Meteor 3.5: the client is leaving on purpose; the server ends the session at once (no resumption). */
+export interface DisconnectMessage {
+  msg: 'disconnect';
 }
 export interface PingMessage {
   msg: 'ping';
@@ -62,7 +68,7 @@ export interface MethodMessage {
   randomSeed?: string;
 }
 
-export type ClientMessage = ConnectMessage | PingMessage | PongMessage | SubMessage | UnsubMessage | MethodMessage;
+export type ClientMessage = ConnectMessage | PingMessage | PongMessage | SubMessage | UnsubMessage | MethodMessage | DisconnectMessage;
 
 export interface ConnectedMessage {
   msg: 'connected';

@@ -4,6 +4,7 @@
  * the queue's depth, and a `jobs` section with each schedule's next run and
  * the latest runs this process finished.
  */
+import { apm } from '../metrics/apm.js';
 import { metrics } from '../metrics/registry.js';
 
 export const jobsMetrics = {
@@ -57,4 +58,79 @@ export function showJobs(describe: () => Omit<JobsSection, 'recent'>): void {
 
 export function hideJobs(): void {
   metrics.removeSection('jobs');
+}
+
+/** One job's line on the dashboard, from the durable history (every process's runs, not only this one's). */
+export interface JobSummary {
+  job: string;
+  runs: number;
+  succeeded: number;
+  failed: number;
+  running: number;
+  queued: number;
+  /** Mean duration of the finished runs read, ms. */
+  avgMs: number | null;
+  lastFinishedAt?: string;
+  nextRunAt?: string;
+  lastError?: string;
+}
+
+interface RunLike {
+  job: string;
+  status: string;
+  runAt: Date;
+  finishedAt?: Date;
+  durationMs?: number;
+  error?: string;
+}
+
+/** Per job: runs by status, mean duration, last finish and error, next run (the earliest queued run or the schedule's). */
+export function summarizeRuns(runs: readonly RunLike[], schedules: ReadonlyArray<{ job: string; nextRunAt?: string }>): JobSummary[] {
+  const byJob = new Map<string, JobSummary & { durations: number }>();
+  const row = (job: string) => {
+    let r = byJob.get(job);
+    if (!r) byJob.set(job, (r = { job, runs: 0, succeeded: 0, failed: 0, running: 0, queued: 0, avgMs: null, durations: 0 }));
+    return r;
+  };
+  for (const run of runs) {
+    const r = row(run.job);
+    r.runs++;
+    if (run.status === 'succeeded') r.succeeded++;
+    else if (run.status === 'failed') r.failed++;
+    else if (run.status === 'running') r.running++;
+    else if (run.status === 'queued') {
+      r.queued++;
+      const at = new Date(run.runAt).toISOString();
+      if (!r.nextRunAt || at < r.nextRunAt) r.nextRunAt = at;
+    }
+    if (run.durationMs !== undefined && (run.status === 'succeeded' || run.status === 'failed')) {
+      r.avgMs = ((r.avgMs ?? 0) * r.durations + run.durationMs) / (r.durations + 1);
+      r.durations++;
+    }
+    if (run.finishedAt) {
+      const at = new Date(run.finishedAt).toISOString();
+      if (!r.lastFinishedAt || at > r.lastFinishedAt) {
+        r.lastFinishedAt = at;
+        if (run.error) r.lastError = run.error;
+        else delete r.lastError;
+      }
+    }
+  }
+  for (const s of schedules) {
+    const r = row(s.job);
+    if (s.nextRunAt && (!r.nextRunAt || s.nextRunAt < r.nextRunAt)) r.nextRunAt = s.nextRunAt;
+  }
+  return [...byJob.values()].map(({ durations: _, ...r }) => r).sort((a, b) => a.job.localeCompare(b.job));
+}
+
+/** Runs read for the dashboard's summary (the newest). */
+const SUMMARY_RUNS = 500;
+
+/** Shows the jobs on the APM dashboard, from `recent` (the durable history) and this process's schedules. */
+export function showJobsOnDashboard(recent: (limit: number) => Promise<RunLike[]>, schedules: () => Array<{ job: string; nextRunAt?: string }>, runner: string): void {
+  apm.jobsFrom(async () => ({ runner, jobs: summarizeRuns(await recent(SUMMARY_RUNS), schedules()) }));
+}
+
+export function hideJobsOnDashboard(): void {
+  apm.jobsFrom(undefined);
 }

@@ -18,7 +18,7 @@ import type { JobFunction } from './attempt.js';
 import { defineJob, type JobDefinition, type JobOptions, type ScheduleOptions } from './definitions.js';
 import { JobErrors } from './errors.js';
 import { RunHistory, type JobRun } from './history.js';
-import { hideJobs, showJobs } from './jobs-metrics.js';
+import { hideJobs, hideJobsOnDashboard, showJobs, showJobsOnDashboard } from './jobs-metrics.js';
 import { parseSchedule } from './schedule.js';
 import { Scheduler } from './scheduler.js';
 
@@ -146,6 +146,7 @@ export class Jobs {
       throw error;
     }
     showJobs(() => ({ role: options.role ?? 'all', runner: scheduler.holder, schedules: scheduler.schedules() }));
+    showJobsOnDashboard((limit) => this.store().recent(undefined, limit), () => scheduler.schedules(), holder);
     log.info('running jobs', { runner: holder, jobs: this.definitions.size, schedules: scheduler.schedules().length });
   }
 
@@ -155,6 +156,7 @@ export class Jobs {
     if (!scheduler) return;
     this.scheduler = undefined;
     hideJobs();
+    hideJobsOnDashboard();
     await scheduler.stop(this.stopGraceMs);
   }
 

@@ -1,7 +1,7 @@
 /** The two LoadClient implementations and how to connect one. */
 import { DDPClient } from '../client/node.js';
 import type { Document } from '../client/documents.js';
-import type { ClientCollection } from '../client/store.js';
+import type { LocalCollection as ClientCollection } from '../client/local-collection.js';
 import { toWebSocketUrl } from '../client/url.js';
 import { fromJSONValue, toJSONValue } from '../ddp/ejson.js';
 import { DDPError } from '../ddp/errors.js';

@@ -4,7 +4,7 @@
  * scenarios use it so the generator is never the bottleneck) and `full` (the
  * perseid/client DDPClient, with local collections to wait on).
  */
-import type { ClientCollection } from '../client/store.js';
+import type { LocalCollection as ClientCollection } from '../client/local-collection.js';
 import type { Document } from '../client/documents.js';
 
 export interface ApplyOptions {

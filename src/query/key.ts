@@ -4,7 +4,7 @@
  * MongoDB ignores it (selector fields, operator objects, projections) and kept
  * where it matters (sort keys, literal sub-documents compared whole).
  */
-import type { QuerySpec } from '../data/types.js';
+import type { QuerySpec } from './types.js';
 import { toJSONValue } from '../ddp/ejson.js';
 import { isOperatorObject } from './values.js';
 

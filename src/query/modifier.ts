@@ -3,9 +3,9 @@
  * documents with MongoDB's rules on top of mingo's update operators. Stored
  * documents are never mutated: an update works on a clone.
  */
-import { update } from 'mingo';
 import { EJSON } from '../ddp/ejson.js';
-import type { Document } from '../data/types.js';
+import type { Document } from './types.js';
+import { mingoUpdate } from './mingo.js';
 import { isOperatorObject, isPlainObject } from './values.js';
 
 const OPERATORS = new Set([
@@ -153,7 +153,7 @@ export function applyModifier(doc: Document, modifier: Modifier, context: ApplyC
   const next = EJSON.clone(doc);
   try {
     checkTargets(next, ops);
-    const changed = update(next, ops, undefined, modifier.positional ? context.selector : undefined);
+    const changed = mingoUpdate(next, ops, modifier.positional ? context.selector : undefined);
     return changed.length > 0 ? next : doc;
   } catch (error) {
     throw new Error(`Cannot apply update ${describe(modifier.ops)} to document ${describe(doc._id)}: ${(error as Error).message}`, {
@@ -193,7 +193,7 @@ export function buildUpsert(selector: Document, modifier: Modifier, insertedId: 
   const base: Document = { _id: id };
   if (modifier.kind === 'operators' && Object.keys(fields).length > 0) {
     try {
-      update(base, { $set: fields });
+      mingoUpdate(base, { $set: fields });
     } catch (error) {
       throw new Error(`Cannot build an upsert from selector ${describe(selector)}: ${(error as Error).message}`, { cause: error });
     }

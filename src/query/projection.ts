@@ -3,8 +3,8 @@
  * kinds on the publication hot path, are compiled by hand into a path tree;
  * operator projections (`$slice`, `$elemMatch`, positional `$`) go to mingo.
  */
-import { find } from 'mingo';
-import type { Document, Projection } from '../data/types.js';
+import type { Document, Projection } from './types.js';
+import { mingoProject } from './mingo.js';
 
 type PathTree = { [key: string]: PathTree | true };
 
@@ -72,12 +72,12 @@ export function compileProjection(spec: Projection | undefined): Projector {
   const entries = Object.entries(spec);
   if (entries.some(([path, v]) => isOperatorProjection(v) || path.includes('$'))) {
     try {
-      find([], {}, spec).all();
+      mingoProject({}, spec);
     } catch (error) {
       throw new Error(`Invalid projection ${JSON.stringify(spec)}: ${(error as Error).message}`, { cause: error });
     }
     return {
-      apply: (doc) => find([doc], {}, spec).all()[0] as Document,
+      apply: (doc) => mingoProject(doc, spec),
       topLevelFields: 'all',
     };
   }

@@ -1,6 +1,6 @@
 /** Selectors: Meteor's id shorthand, validation and compilation to a predicate (MongoDB semantics via mingo). */
-import { Query } from 'mingo';
-import type { Document, Selector } from '../data/types.js';
+import { mingoQuery } from './mingo.js';
+import type { Document, Selector } from './types.js';
 
 /** Turns Meteor's shorthand (`find(id)`, `find(undefined)`) into a selector object. */
 export function normalizeSelector(selector: Selector | undefined | null): Document {
@@ -92,9 +92,9 @@ export function compileSelector(selector: Document): Matcher {
   if (Object.keys(selector).length === 0) return { test: () => true, matchesAll: true, incremental: true, fields: new Set() };
   const plain = compilePlainEqualities(selector);
   if (plain) return plain;
-  let query: Query;
+  let query: { test(doc: Document): boolean };
   try {
-    query = new Query(selector, {});
+    query = mingoQuery(selector);
   } catch (error) {
     throw new Error(`Invalid selector ${JSON.stringify(selector)}: ${(error as Error).message}`, { cause: error });
   }

@@ -1,6 +1,6 @@
 /** Sort specifiers in Meteor's accepted forms, compiled to a MongoDB-ordered comparator. */
 import { compare, resolve } from 'mingo/util';
-import type { Document, SortKeys, SortSpecifier } from '../data/types.js';
+import type { Document, SortKeys, SortSpecifier } from './types.js';
 import { idStringify } from '../ddp/ids.js';
 
 export function normalizeSort(spec: SortSpecifier | undefined): SortKeys | undefined {

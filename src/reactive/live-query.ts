@@ -27,6 +27,13 @@ export interface LiveQueryObserver {
   /** Called by `attach` just before the initial replay: from here on the observer reflects this query. */
   attached?(query: LiveQuery): void;
   onChange(change: DocChange): void;
+  /** Where the APM counts the changes this observer is sent (its publication's figures), once per change for all observers sharing it. */
+  readonly changeCounter?: ChangeCounter;
+}
+
+/** Counts changes sent, `subscribers` at a time (see LiveQueryObserver.changeCounter). */
+export interface ChangeCounter {
+  sentLive(kind: 'added' | 'changed' | 'removed', subscribers: number): void;
 }
 
 export type Strategy = 'set' | 'window' | 'requery';
@@ -107,6 +114,8 @@ export class LiveQuery {
   private reportedCatchingUp = true;
 
   private observers: LiveQueryObserver[] = [];
+  /** Observers per change counter (the APM's per-publication figures). */
+  private readonly counters = new Map<ChangeCounter, number>();
   /** Events that arrived while loading or while asynchronous work was under way, applied in order after it. */
   private queue: ChangeEvent[] = [];
   private working = false;
@@ -182,12 +191,21 @@ export class LiveQuery {
     observer.attached?.(this);
     for (const entry of this.published.values()) observer.onChange(entry.addition(this.collection));
     this.observers = [...this.observers, observer];
+    const counter = observer.changeCounter;
+    if (counter) this.counters.set(counter, (this.counters.get(counter) ?? 0) + 1);
   }
 
   /** Returns how many observers remain. */
   detach(observer: LiveQueryObserver): number {
     // Copy on write: a change being delivered keeps iterating the old list.
+    const before = this.observers.length;
     this.observers = this.observers.filter((o) => o !== observer);
+    const counter = observer.changeCounter;
+    if (counter && this.observers.length < before) {
+      const left = this.counters.get(counter)! - 1;
+      if (left > 0) this.counters.set(counter, left);
+      else this.counters.delete(counter);
+    }
     return this.observers.length;
   }
 
@@ -483,6 +501,8 @@ export class LiveQuery {
     liveQueryMetrics.changesPublished.inc();
     const observers = this.observers;
     for (let i = 0; i < observers.length; i++) observers[i]!.onChange(change);
+    // Once per change and publication, never per subscriber.
+    if (this.counters.size > 0) for (const [counter, subscribers] of this.counters) counter.sentLive(change.kind, subscribers);
   }
 
   // ---- the sorted window ----

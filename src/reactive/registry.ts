@@ -7,6 +7,7 @@ import type { StorageDriver } from '../data/driver.js';
 import type { Document, QuerySpec } from '../data/types.js';
 import { idStringify } from '../ddp/ids.js';
 import { createLogger, type Logger } from '../log.js';
+import { apm } from '../metrics/apm.js';
 import { liveQueryMetrics } from './reactive-metrics.js';
 import { queryKey } from '../query/key.js';
 import { selectorIds } from '../query/selector.js';
@@ -16,6 +17,8 @@ import { ChangeRouter } from './change-router.js';
 
 export interface ObserveHandle {
   readonly query: LiveQuery;
+  /** Whether the observer joined a live query that was already running (observer reuse). */
+  readonly reused: boolean;
   stop(): void;
 }
 
@@ -43,6 +46,8 @@ export class LiveQueryRegistry {
   private readonly holds = new Map<LiveQuery, number>();
   private readonly collections = new Map<string, CollectionWatch>();
   private readonly fetches = new Map<string, Promise<Document | undefined>>();
+  /** When each live query started, for the APM's lifetime histogram. */
+  private readonly startedAt = new WeakMap<LiveQuery, number>();
   private readonly log: Logger;
 
   constructor(
@@ -56,6 +61,7 @@ export class LiveQueryRegistry {
   async observe(spec: QuerySpec, observer: LiveQueryObserver): Promise<ObserveHandle> {
     const key = queryKey(spec);
     let query = this.queries.get(key);
+    const reused = query !== undefined;
     if (query) liveQueryMetrics.reused.inc();
     else query = this.start(key, spec);
     this.holds.set(query, (this.holds.get(query) ?? 0) + 1);
@@ -71,6 +77,7 @@ export class LiveQueryRegistry {
     const attached = query;
     return {
       query,
+      reused,
       stop: () => {
         if (stopped) return;
         stopped = true;
@@ -170,6 +177,10 @@ export class LiveQueryRegistry {
     }
     liveQueryMetrics.created.inc();
     liveQueryMetrics.active.inc();
+    if (apm.enabled) {
+      apm.liveQueries.started(query.strategy);
+      this.startedAt.set(query, performance.now());
+    }
     // A query that re-runs on every change is a cost worth seeing without debug logs.
     (query.strategy === 'requery' ? this.log.info : this.log.debug)('live query started', {
       collection: spec.collection,
@@ -194,6 +205,8 @@ export class LiveQueryRegistry {
     query.stop();
     liveQueryMetrics.stopped.inc();
     liveQueryMetrics.active.dec();
+    const startedAt = this.startedAt.get(query);
+    if (startedAt !== undefined) apm.liveQueries.stopped(query.strategy, performance.now() - startedAt);
     const watch = this.collections.get(query.collection);
     if (watch) {
       watch.router.remove(query, query.heldKeys());

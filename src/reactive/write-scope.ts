@@ -1,16 +1,20 @@
 /**
  * The scope a method runs in, as seen by the collections it writes to: the fence
  * that holds back `updated`, and the seeded random stream that gives inserts the
- * same ids as the client's stub. Carried through awaits by AsyncLocalStorage, so
+ * same ids as the client's stub, and the call's APM trace (its database
+ * operations are added to it). Carried through awaits by AsyncLocalStorage, so
  * application code does not pass it around (as in Meteor).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { RandomStream } from '../ddp/random.js';
+import type { Trace } from '../metrics/trace.js';
 import type { WriteFence } from './write-fence.js';
 
 export interface WriteScope {
   readonly fence?: WriteFence;
   readonly randomStream?: RandomStream;
+  /** The method's or subscription's trace, when the APM is on. */
+  readonly trace?: Trace;
 }
 
 const storage = new AsyncLocalStorage<WriteScope>();

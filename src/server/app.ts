@@ -21,9 +21,12 @@ import { Jobs } from '../jobs/jobs.js';
 import { pathOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import type { CompressionOptions } from '../transport/frames.js';
+import type { OutputBudget } from '../transport/output-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
+import type { DDPVersion } from '../ddp/messages.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from './http.js';
+import { apm, type SessionFigures } from '../metrics/apm.js';
 import type { PublicationStrategy } from './merge-box.js';
 import { runDispatchHooks, type DispatchEvent, type DispatchHook } from './dispatch-hooks.js';
 import type { MethodHandler } from './method-invocation.js';
@@ -58,14 +61,30 @@ export interface ServerOptions {
   maxSubscriptionsPerConnection?: number;
   /** Messages one connection may have waiting to run (default 10000); past it the client gets an error and is dropped. */
   maxQueuedMessages?: number;
+  /**
+   * Session resumption (Meteor 3.5): how long, in ms, a session whose client
+   * went away without closing the connection waits for it to come back
+   * (default 15000; 0 turns resumption off).
+   */
+  resumeGracePeriod?: number;
+  /** Messages a session may hold for an absent client (default 1000); past it, or past maxBufferedBytes, the session ends. */
+  resumeMaxMessages?: number;
+  /** Sessions waiting for their client at once (default 10000); past it the longest waiting ends. */
+  resumeMaxSessions?: number;
   /** Connections from one client address (default 1000; 0 for no limit); more get an error and are closed. */
   maxConnectionsPerAddress?: number;
   /** Web pages allowed to connect, by origin, or `*` for any (default PERSEID_ALLOWED_ORIGINS, else none besides the server's own host and loopback). */
   allowedOrigins?: AllowedOrigins;
   /** Proxies in front of the server (default HTTP_FORWARDED_COUNT, else 0). */
   httpForwardedCount?: number;
-  /** Token `/perseid/stats` requires (`Authorization: Bearer ...`) from everyone (default PERSEID_ADMIN_TOKEN); without one it answers loopback only. */
+  /**
+   * Token the operational endpoints (`/perseid/stats`, `/metrics`, the dashboard,
+   * `/perseid/apm`, advice, capacity) require as `Authorization: Bearer ...` from
+   * everyone (default PERSEID_ADMIN_TOKEN); without one they answer loopback only.
+   */
   adminToken?: string;
+  /** False when a separate server answers the operational endpoints (`perseid start --admin-port`; see adminRoutes). */
+  adminEndpoints?: boolean;
   /** Content-Security-Policy of static files (default DEFAULT_CONTENT_SECURITY_POLICY); false for none. */
   contentSecurityPolicy?: string | false;
   /** Directory of static files served over HTTP. */
@@ -91,6 +110,8 @@ export const SERVER_ROLES: readonly ServerRole[] = ['web', 'jobs', 'all'];
 const DRAINING = defineCloseReason('SERVER_DRAINING', 1001, 'Server draining');
 const SHUTTING_DOWN = defineCloseReason('SERVER_SHUTTING_DOWN', 1001, 'Server shutting down');
 
+const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+
 export const DEFAULT_COMPRESSION: CompressionOptions = { threshold: 1024, level: 1, memLevel: 8 };
 
 /** The default server-wide budget of unsent output: 256 MiB, or a quarter of the heap limit when that is less. */
@@ -113,13 +134,19 @@ export class PerseidServer implements SessionServer {
   private readonly dispatchHooks: DispatchHook[] = [];
   private readonly closeHooks: Array<() => unknown> = [];
   private readonly sessions = new Set<Session>();
-  private readonly sockets = new Set<DdpSocket>();
+  private readonly sessionsById = new Map<string, Session>();
+  /** Sessions waiting for their client to come back, longest waiting first. */
+  private readonly parked = new Set<Session>();
+  private readonly resumeMaxSessions: number;
+  /** Client sockets open now, with the address each counts against. */
+  private readonly sockets = new Map<DdpSocket, string | undefined>();
   private readonly transport: TransportEndpoint;
   private routes: HttpRoutes;
   private readonly startedAt = Date.now();
   private draining = false;
   /** Wakes a drain waiting between two closes when the last connection has gone. */
   private lastGone: (() => void) | undefined;
+  private readonly healthChecks = new Map<string, () => string | undefined>();
   private readonly door: FrontDoor;
   private readonly addressLimit: AddressLimit;
 
@@ -143,14 +170,19 @@ export class PerseidServer implements SessionServer {
       maxSubscriptions: options.maxSubscriptionsPerConnection ?? 1000,
       writableWaitMs: 30000,
       forwardedCount,
+      resumeGraceMs: options.resumeGracePeriod ?? 15000,
+      resumeMaxMessages: options.resumeMaxMessages ?? 1000,
+      resumeMaxBytes: options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,
+      resumeTailBytes: 16 * 1024,
     };
+    this.resumeMaxSessions = options.resumeMaxSessions ?? 10000;
     this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
     const compression = options.compression === false ? false : { ...DEFAULT_COMPRESSION, ...options.compression };
     this.transport = new TransportEndpoint(
       {
         maxMessageSize,
         compression,
-        maxBufferedBytes: options.maxBufferedBytes ?? 64 * 1024 * 1024,
+        maxBufferedBytes: options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,
         maxTotalBufferedBytes: options.maxTotalBufferedBytes ?? defaultTotalBufferedBytes(),
         allowedOrigins: options.allowedOrigins ?? parseAllowedOrigins(process.env.PERSEID_ALLOWED_ORIGINS ?? ''),
         forwardedCount,
@@ -166,7 +198,10 @@ export class PerseidServer implements SessionServer {
       admin: { token: options.adminToken ?? (process.env.PERSEID_ADMIN_TOKEN || undefined), forwardedCount },
       contentSecurityPolicy: options.contentSecurityPolicy,
       peerOrigins: () => this.transport.peerOrigins(),
+      adminEndpoints: options.adminEndpoints !== false,
     });
+    apm.start();
+    apm.sessionsFrom(() => this.sessionFigures());
     const version = options.clientVersion;
     // Every server answers it (ready, with no document when no version is set), so a client can always subscribe.
     this.publish(AUTOUPDATE.publication, function () {
@@ -300,7 +335,7 @@ export class PerseidServer implements SessionServer {
     // Still listening: /health answers 503 and new DDP connections are turned away (see accept).
     this.draining = true;
     await this.door.drainFirst();
-    const sockets = [...this.sockets];
+    const sockets = [...this.sockets.keys()];
     this.log.info('draining', { connections: sockets.length, windowMs });
     const step = sockets.length > 0 ? windowMs / sockets.length : 0;
     for (const socket of sockets) {
@@ -324,12 +359,13 @@ export class PerseidServer implements SessionServer {
   /** Stops accepting connections and closes every open one. */
   async close(): Promise<void> {
     this.transport.close();
-    for (const socket of this.sockets) socket.close(SHUTTING_DOWN.code, SHUTTING_DOWN.reason);
+    for (const session of [...this.parked]) session.shutDown();
+    for (const socket of this.sockets.keys()) socket.close(SHUTTING_DOWN.code, SHUTTING_DOWN.reason);
     await new Promise<void>((resolve) => {
       this.httpServer.close(() => resolve());
       this.httpServer.closeAllConnections();
     });
-    for (const socket of this.sockets) socket.terminate();
+    for (const socket of this.sockets.keys()) socket.terminate();
     for (const hook of this.closeHooks.splice(0)) {
       try {
         await hook();
@@ -340,7 +376,8 @@ export class PerseidServer implements SessionServer {
   }
 
   get sessionCount(): number {
-    return this.sessions.size;
+    // Sessions whose client is connected; those waiting for theirs to come back are awaitingResumeCount.
+    return this.sessions.size - this.parked.size;
   }
 
   /** Client connections open now, counted from the upgrade (before their DDP handshake). */
@@ -348,8 +385,20 @@ export class PerseidServer implements SessionServer {
     return this.sockets.size;
   }
 
+  /** Adds a check to /health: it answers 503 `failing` with the reason while `check` returns one (e.g. a database that cannot write). */
+  healthCheck(name: string, check: () => string | undefined): this {
+    this.healthChecks.set(name, check);
+    return this;
+  }
+
   health(): HealthReport {
-    return { status: this.draining ? 'draining' : 'ok', role: this.role, sessions: this.sessions.size, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+    const report = { role: this.role, sessions: this.sessionCount, uptimeSeconds: Math.round((Date.now() - this.startedAt) / 1000) };
+    if (this.draining) return { status: 'draining', ...report };
+    const problems = [...this.healthChecks].flatMap(([name, check]) => {
+      const problem = check();
+      return problem ? [`${name}: ${problem}`] : [];
+    });
+    return problems.length ? { status: 'failing', reason: problems.join('; '), ...report } : { status: 'ok', ...report };
   }
 
   // ---- SessionServer ----
@@ -374,8 +423,23 @@ export class PerseidServer implements SessionServer {
     return this.strategies.get(collection) ?? 'SERVER_MERGE';
   }
 
+  get outputBudget(): OutputBudget {
+    return this.transport.budget;
+  }
+
+  /** Sessions whose client went away, waiting for it to resume them. */
+  get awaitingResumeCount(): number {
+    return this.parked.size;
+  }
+
+  /** Answers an operational endpoint (for an `--admin-port` server); false for any other path. */
+  adminRequest(req: IncomingMessage, res: ServerResponse): boolean {
+    return this.routes.handleAdmin(req, res);
+  }
+
   sessionOpened(session: Session): void {
     this.sessions.add(session);
+    this.sessionsById.set(session.id, session);
     sessionMetrics.sessions.set(this.sessions.size);
     sessionMetrics.sessionsOpened.inc();
     this.log.debug('session opened', { session: session.id, transport: session.socket.transport, version: session.version });
@@ -388,10 +452,49 @@ export class PerseidServer implements SessionServer {
     }
   }
 
+  /** Sessions by transport and distinct users, for the APM (read every few seconds, never per message). */
+  private sessionFigures(): SessionFigures {
+    const byTransport: Record<string, number> = {};
+    const users = new Set<string>();
+    for (const session of this.sessions) {
+      const transport = session.socket.transport;
+      byTransport[transport] = (byTransport[transport] ?? 0) + 1;
+      if (session.userId !== null) users.add(session.userId);
+    }
+    return { sessions: this.sessions.size, users: users.size, byTransport };
+  }
+
   sessionClosed(session: Session): void {
     this.sessions.delete(session);
+    this.sessionsById.delete(session.id);
+    this.parked.delete(session);
     sessionMetrics.sessions.set(this.sessions.size);
     this.log.debug('session closed', { session: session.id });
+  }
+
+  sessionParked(session: Session): void {
+    this.parked.add(session);
+    if (this.parked.size <= this.resumeMaxSessions) return;
+    const [longest] = this.parked;
+    this.log.debug('ending a session waiting for its client: too many are waiting', { session: longest?.id, limit: this.resumeMaxSessions });
+    longest?.shutDown();
+  }
+
+  sessionUnparked(session: Session): void {
+    this.parked.delete(session);
+  }
+
+  socketClosed(socket: DdpSocket): void {
+    if (!this.sockets.has(socket)) return;
+    const address = this.sockets.get(socket);
+    this.sockets.delete(socket);
+    this.addressLimit.release(address);
+    if (this.sockets.size === 0) this.lastGone?.();
+  }
+
+  resume(sessionId: string, receivedCount: number, socket: DdpSocket, version: DDPVersion): boolean {
+    const session = this.sessionsById.get(sessionId);
+    return session !== undefined && session.resume(socket, receivedCount, version);
   }
 
   private serveUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -412,13 +515,9 @@ export class PerseidServer implements SessionServer {
       socket.close();
       return;
     }
-    this.sockets.add(socket);
-    const session = new Session(socket, this);
-    session.connection.onClose(() => {
-      this.sockets.delete(socket);
-      this.addressLimit.release(address);
-      if (this.sockets.size === 0) this.lastGone?.();
-    });
+    this.sockets.set(socket, address);
+    // It may turn out to resume another session, which then owns the socket (see Session.resume).
+    new Session(socket, this);
   }
 }
 

@@ -11,6 +11,7 @@ import serveStatic from 'serve-static';
 import { metrics } from '../metrics/registry.js';
 import { pathOf } from '../transport/paths.js';
 import { adminAccessFromEnv, guardAdmin, type AdminAccess } from './admin-access.js';
+import { handleAdmin, isAdminPath, localApm, type ApmSource } from './admin-routes.js';
 
 /**
  * Pages load scripts only from the server itself (an inline script needs a
@@ -40,10 +41,16 @@ export interface HttpOptions {
   contentSecurityPolicy?: string | false;
   /** The origins of the other servers of a cluster (see ConnectionRouter.peerOrigins). */
   peerOrigins?: () => readonly string[];
+  /** Where `/metrics`, the dashboard and the other APM endpoints get their figures (default: this process). */
+  apm?: ApmSource;
+  /** False when another port serves the operational endpoints (`--admin-port`): then they answer 404 here. */
+  adminEndpoints?: boolean;
 }
 
 export interface HealthReport {
-  status: 'ok' | 'draining';
+  /** `failing`: something the server needs does not work (say, the database cannot take writes); see `reason`. */
+  status: 'ok' | 'draining' | 'failing';
+  reason?: string;
   /** `web`, `jobs` or `all` (see ServerOptions.role). */
   role: string;
   sessions: number;
@@ -89,6 +96,18 @@ export class HttpRoutes {
     return this.publicDir !== undefined;
   }
 
+  /** Serves only the operational endpoints (an `--admin-port` server); true when `req` was one. */
+  handleAdmin(req: IncomingMessage, res: ServerResponse): boolean {
+    const path = pathOf(req.url);
+    if (path === '/perseid/stats') {
+      this.sendStats(req, res);
+      return true;
+    }
+    if (!isAdminPath(path)) return false;
+    handleAdmin(path, req, res, this.admin, this.options.apm ?? localApm);
+    return true;
+  }
+
   handle(req: IncomingMessage, res: ServerResponse): void {
     const path = pathOf(req.url);
     res.setHeader('x-content-type-options', 'nosniff');
@@ -98,10 +117,13 @@ export class HttpRoutes {
       res.end(JSON.stringify(report));
       return;
     }
-    if (path === '/perseid/stats') {
-      if (!guardAdmin(req, res, this.admin)) return;
-      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-      res.end(JSON.stringify({ ...metrics.snapshot(), ...metrics.describeSections() }));
+    const adminHere = this.options.adminEndpoints !== false;
+    if (adminHere && isAdminPath(path)) {
+      handleAdmin(path, req, res, this.admin, this.options.apm ?? localApm);
+      return;
+    }
+    if (path === '/perseid/stats' && adminHere) {
+      this.sendStats(req, res);
       return;
     }
     if (path === '/perseid/client.js') {
@@ -113,6 +135,12 @@ export class HttpRoutes {
       return;
     }
     this.serveFiles(req, res, () => notFound(res));
+  }
+
+  private sendStats(req: IncomingMessage, res: ServerResponse): void {
+    if (!guardAdmin(req, res, this.admin)) return;
+    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+    res.end(JSON.stringify({ ...metrics.snapshot(), ...metrics.describeSections() }));
   }
 
   private sendClientBundle(res: ServerResponse): void {

@@ -8,6 +8,13 @@
  * subscription's initial data is not built while the client has not read what
  * it already has; a long queue yields to other connections; an unexpected
  * exception closes this session only.
+ *
+ * Resumable (Meteor 3.5): when the client goes away without closing the
+ * connection (a lost network), the session stays, its socket parked, for a
+ * grace period; a client that reconnects naming it and how many of its
+ * messages it received gets the same session back and only what it missed
+ * (resume-log.ts). A `disconnect` message, a close on purpose, the grace
+ * period running out, or the held output passing the cap end it.
  */
 import { EncodedMessage, encodeMessage } from '../ddp/encoded.js';
 import { defineError, Errors, toClientError, type DDPError } from '../ddp/errors.js';
@@ -25,12 +32,18 @@ import { Random, RandomStream } from '../ddp/random.js';
 import type { Logger } from '../log.js';
 import { WriteFence } from '../reactive/write-fence.js';
 import { runInWriteScope } from '../reactive/write-scope.js';
+import { apm } from '../metrics/apm.js';
+import { withCallSpan } from '../metrics/otel.js';
+import type { Trace } from '../metrics/trace.js';
+import type { OutputBudget } from '../transport/output-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
 import { clientAddress, exposedHeaders, type ConnectionHandle } from './connection-handle.js';
 import type { DispatchEvent } from './dispatch-hooks.js';
 import { Heartbeat } from './heartbeat.js';
 import { MergeBox, type PublicationStrategy } from './merge-box.js';
 import { MethodInvocation, type MethodHandler } from './method-invocation.js';
+import { ParkedSocket } from './parked-socket.js';
+import { ResumeLog } from './resume-log.js';
 import { methodTimes, sessionMetrics } from './server-metrics.js';
 import { Subscription, type PublishHandler, type SubscriptionHost } from './subscription.js';
 
@@ -52,6 +65,14 @@ export interface SessionSettings {
   writableWaitMs: number;
   /** Proxies in front of the server: the client's address is then read from X-Forwarded-For. */
   forwardedCount: number;
+  /** Session resumption: how long a session waits for its client to come back (0: not at all). */
+  resumeGraceMs: number;
+  /** Messages a session may hold for its client while it is away; past it the session ends. */
+  resumeMaxMessages: number;
+  /** Characters it may hold meanwhile (the connection's output cap). */
+  resumeMaxBytes: number;
+  /** Characters of the last messages kept while the client is connected, to send again what a dropped socket lost. */
+  resumeTailBytes: number;
 }
 
 /** A subscription beyond the connection's limit. */
@@ -74,11 +95,25 @@ export interface SessionServer {
   /** Runs the server's dispatch hooks; rejects (or throws) to refuse the call. */
   dispatching(event: DispatchEvent): Promise<void> | undefined;
   strategyOf(collection: string): PublicationStrategy;
+  /** The server-wide budget of unsent output, which a session holding output for an absent client counts in. */
+  readonly outputBudget: OutputBudget;
   sessionOpened(session: Session): void;
   sessionClosed(session: Session): void;
+  /** The session's client went away; the session waits for it (the server bounds how many wait). */
+  sessionParked(session: Session): void;
+  /** It came back. */
+  sessionUnparked(session: Session): void;
+  /** One of the session's sockets closed (the server's per-socket bookkeeping). */
+  socketClosed(socket: DdpSocket): void;
+  /** Hands `socket` to the session `sessionId` if it is open here and can resume from `receivedCount`. */
+  resume(sessionId: string, receivedCount: number, socket: DdpSocket, version: DDPVersion): boolean;
 }
 
-type QueueTask = { message: ClientMessage; bytes: number };
+/** `at`: performance.now() when it arrived, for the APM's `wait`. */
+type QueueTask = { message: ClientMessage; bytes: number; at: number };
+
+/** Queued messages looked at to charge `waitedOn` (the queue is usually short; this bounds the cost when it is not). */
+const WAITED_ON_SCAN = 256;
 
 export class Session implements SubscriptionHost {
   id = '';
@@ -89,6 +124,18 @@ export class Session implements SubscriptionHost {
   readonly log: Logger;
 
   private state: 'handshake' | 'open' | 'closed' = 'handshake';
+  private current: DdpSocket;
+  private readonly sent: ResumeLog;
+  /** Methods running now (a repeated call after a resume is not run twice). */
+  private readonly runningMethods = new Set<string>();
+  private resumes = 0;
+  /** The client said `disconnect`, or the server closes on purpose: no grace period. */
+  private leaving = false;
+  /** The heartbeat found the client unresponsive: its socket counts as lost, not closed. */
+  private lostSocket = false;
+  private graceTimer: NodeJS.Timeout | undefined;
+  /** It held more output for its absent client than allowed: it ends, and cannot be resumed. */
+  private overflowed = false;
   private readonly subscriptions = new Map<string, Subscription>();
   private universal: Subscription[] = [];
   private queue: QueueTask[] = [];
@@ -98,13 +145,18 @@ export class Session implements SubscriptionHost {
   private readonly heartbeat: Heartbeat;
   private handshakeTimer: NodeJS.Timeout | undefined;
   private readonly closeCallbacks: Array<() => void> = [];
+  /** The APM trace of the message holding the queue now, charged for the time later messages wait. */
+  private blocking: Trace | undefined;
 
   constructor(
-    readonly socket: DdpSocket,
+    socket: DdpSocket,
     private readonly server: SessionServer,
   ) {
     this.log = server.log;
-    this.mergeBox = new MergeBox((message) => this.socket.send(message), (collection) => server.strategyOf(collection));
+    this.current = socket;
+    const { settings } = server;
+    this.sent = new ResumeLog(settings.resumeMaxMessages, settings.resumeTailBytes);
+    this.mergeBox = new MergeBox((message) => this.output(message), (collection) => server.strategyOf(collection));
     const sessionId = () => this.id;
     this.connection = {
       get id() {
@@ -116,33 +168,77 @@ export class Session implements SubscriptionHost {
         if (this.state === 'closed') callback();
         else this.closeCallbacks.push(callback);
       },
-      close: () => this.socket.close(),
+      close: () => {
+        this.leaving = true;
+        this.socket.close();
+      },
     };
-    const { settings } = server;
     this.heartbeat = new Heartbeat({
       interval: settings.heartbeatInterval,
       timeout: settings.heartbeatTimeout,
       sendPing: () => this.send({ msg: 'ping' }),
       onTimeout: () => {
         this.log.debug('closing a connection that stopped answering heartbeats', { session: this.id });
-        this.socket.close();
+        this.lostSocket = true;
+        this.socket.terminate();
       },
     });
     this.handshakeTimer = setTimeout(() => this.socket.close(), settings.handshakeTimeout);
-    socket.setHandlers({
-      message: (text) => this.contained(() => this.receive(text)),
-      refused: (reason) => this.contained(() => this.sendError(reason)),
-      close: () => this.closed(),
-    });
+    this.attach(socket);
     sessionMetrics.sockets.inc();
   }
 
+  /** The socket in use: the client's, or while it is away, a parked one. */
+  get socket(): DdpSocket {
+    return this.current;
+  }
+
   send(message: ServerMessage): void {
-    if (this.state !== 'closed') this.socket.send(encodeMessage(message));
+    if (message.msg === 'ping' || message.msg === 'pong') {
+      // Heartbeats are per connection: not counted, not kept, not sent to an absent client.
+      if (this.state !== 'closed') this.socket.send(encodeMessage(message));
+      return;
+    }
+    const ref = message.msg === 'result' ? `m:${message.id}` : message.msg === 'nosub' ? `s:${message.id}` : undefined;
+    this.output(encodeMessage(message), ref);
   }
 
   sendEncoded(message: EncodedMessage): void {
-    if (this.state !== 'closed') this.socket.send(message);
+    this.output(message);
+  }
+
+  /** Every message of the session goes out here: counted and kept for a resume, then sent (unless the client is away). */
+  private output(message: EncodedMessage, ref?: string): void {
+    if (this.state === 'closed' || this.overflowed) return;
+    if (this.state === 'open') this.sent.record(message, ref);
+    if (this.parked) {
+      const { resumeMaxMessages, resumeMaxBytes } = this.server.settings;
+      if (this.sent.heldCount > resumeMaxMessages || this.sent.heldBytes > resumeMaxBytes) {
+        this.log.debug('ending a session whose client is away: too much output held for it', { session: this.id, messages: this.sent.heldCount, bytes: this.sent.heldBytes });
+        sessionMetrics.resumeOverflows.inc();
+        // Not from inside whatever is publishing now: it ends once this turn is over, sending nothing more.
+        this.overflowed = true;
+        queueMicrotask(() => this.end());
+        return;
+      }
+      this.server.outputBudget.changed();
+      return;
+    }
+    this.socket.send(message);
+  }
+
+  private get parked(): boolean {
+    return this.current instanceof ParkedSocket;
+  }
+
+  /** Takes `socket` as this session's connection: its messages and its close come here. */
+  private attach(socket: DdpSocket): void {
+    this.current = socket;
+    socket.setHandlers({
+      message: (text) => this.contained(() => this.receive(text)),
+      refused: (reason) => this.contained(() => this.sendError(reason)),
+      close: (abrupt) => this.socketClosed(socket, abrupt),
+    });
   }
 
   subscriptionStopped(subscription: Subscription): void {
@@ -188,6 +284,7 @@ export class Session implements SubscriptionHost {
     if (this.state === 'closed') return;
     this.heartbeat.messageReceived();
     sessionMetrics.messagesIn.inc();
+    sessionMetrics.bytesIn.inc(text.length);
     const parsed = parseClientMessage(text);
     if ('rejection' in parsed) {
       const { reason, offendingMessage } = parsed.rejection;
@@ -209,6 +306,12 @@ export class Session implements SubscriptionHost {
       this.sendError(ProtocolErrors.mustConnectFirst(), echo);
       return;
     }
+    if (message.msg === 'disconnect') {
+      // Meteor 3.5: the client leaves on purpose; nothing to keep for it.
+      this.leaving = true;
+      this.socket.close();
+      return;
+    }
     if (message.msg === 'ping' || message.msg === 'pong') {
       // Meteor's `pre1` predates heartbeats; ping and pong are then unknown messages.
       if (this.version === 'pre1') this.sendError(ProtocolErrors.badRequest(), echo);
@@ -223,12 +326,20 @@ export class Session implements SubscriptionHost {
     if ('failed' in outcome) {
       this.send({ msg: 'failed', version: outcome.failed });
       // Whatever the client pipelined after this connect is ignored (it will reconnect).
-      this.state = 'closed';
-      this.socket.close();
+      this.end();
       return;
     }
     clearTimeout(this.handshakeTimer);
     this.handshakeTimer = undefined;
+    const { session, receivedCount } = message;
+    if (typeof session === 'string' && typeof receivedCount === 'number' && this.server.settings.resumeGraceMs > 0) {
+      if (this.server.resume(session, receivedCount, this.socket, outcome.accepted)) {
+        // The socket now belongs to the resumed session: this object is done, without closing anything.
+        this.state = 'closed';
+        this.heartbeat.stop();
+        return;
+      }
+    }
     this.version = outcome.accepted;
     this.id = Random.id();
     this.state = 'open';
@@ -243,6 +354,7 @@ export class Session implements SubscriptionHost {
   }
 
   private enqueue(message: ClientMessage, bytes: number): void {
+    if (this.resumes > 0 && this.repeated(message)) return;
     const { inboundHighWater, inboundHighWaterBytes, inboundLimit, inboundLimitBytes } = this.server.settings;
     if (this.queue.length >= inboundLimit || this.queuedBytes + bytes > inboundLimitBytes) {
       this.log.warn('dropping a client that sends faster than it can be served', { session: this.id, queued: this.queue.length, bytes: this.queuedBytes });
@@ -250,7 +362,7 @@ export class Session implements SubscriptionHost {
       this.socket.close();
       return;
     }
-    this.queue.push({ message, bytes });
+    this.queue.push({ message, bytes, at: performance.now() });
     this.queuedBytes += bytes;
     if (!this.paused && (this.queue.length >= inboundHighWater || this.queuedBytes >= inboundHighWaterBytes)) {
       this.paused = true;
@@ -261,10 +373,11 @@ export class Session implements SubscriptionHost {
 
   private async runQueue(): Promise<void> {
     this.running = true;
+    const socket = this.current;
     const { inboundHighWater, inboundHighWaterBytes, writableWaitMs } = this.server.settings;
     let sliceStart = performance.now();
     while (this.queue.length > 0 && this.state === 'open') {
-      const { message, bytes } = this.queue.shift()!;
+      const { message, bytes, at } = this.queue.shift()!;
       this.queuedBytes -= bytes;
       if (this.paused && this.queue.length <= inboundHighWater / 10 && this.queuedBytes <= inboundHighWaterBytes / 10) {
         this.paused = false;
@@ -279,25 +392,56 @@ export class Session implements SubscriptionHost {
             this.log.warn('dropping a client that does not read its replies', { session: this.id, buffered: this.socket.bufferedBytes });
             this.socket.terminate();
           }
+          // The client went away: a session waiting for it runs this message when it comes back.
+          this.queue.unshift({ message, bytes, at });
+          this.queuedBytes += bytes;
           break;
         }
       }
-      await this.dispatch(message);
+      const dispatched = performance.now();
+      this.blocking = undefined;
+      await this.dispatch(message, at);
+      if (this.blocking) this.chargeWaitedOn(this.blocking, dispatched);
       if (performance.now() - sliceStart >= SLICE_MS) {
         await yieldToEventLoop();
         sliceStart = performance.now();
       }
     }
     this.running = false;
+    // Resumed while this run waited on the old socket: carry on with the new one. Only then: a socket
+    // that is closed but whose close event has not come yet answers 'closed' at once, and running again
+    // on it would spin in microtasks and starve that event (and the whole process) for ever.
+    if (this.current !== socket && this.queue.length > 0 && this.state === 'open' && !this.parked) void this.runQueue();
+  }
+
+  /**
+   * After a resume the client sends again what it has no answer for; what
+   * this session already ran (a call running or answered, a subscription it
+   * ended: the answer is among what the client missed) is not run twice.
+   */
+  private repeated(message: ClientMessage): boolean {
+    if (message.msg !== 'method' && message.msg !== 'sub') return false;
+    const waiting = this.queue.some((task) => task.message.msg === message.msg && task.message.id === message.id);
+    if (message.msg === 'method') return waiting || this.runningMethods.has(message.id) || this.sent.mentions(`m:${message.id}`);
+    return waiting || this.sent.mentions(`s:${message.id}`);
+  }
+
+  /** How long the messages still queued waited while `trace`'s message (dispatched at `since`) held the queue. */
+  private chargeWaitedOn(trace: Trace, since: number): void {
+    const now = performance.now();
+    let waited = 0;
+    const n = Math.min(this.queue.length, WAITED_ON_SCAN);
+    for (let i = 0; i < n; i++) waited += now - Math.max(this.queue[i]!.at, since);
+    apm.waitedOn(trace, waited);
   }
 
   /** Runs one message; resolves when the queue may move on (done, or unblocked). */
-  private dispatch(message: ClientMessage): Promise<void> | void {
+  private dispatch(message: ClientMessage, arrived: number): Promise<void> | void {
     switch (message.msg) {
       case 'method':
-        return this.blockingUntilUnblocked((unblock) => this.runMethod(message, unblock));
+        return this.blockingUntilUnblocked((unblock) => this.runMethod(message, unblock, arrived));
       case 'sub':
-        return this.blockingUntilUnblocked((unblock) => this.startSubscription(message, unblock));
+        return this.blockingUntilUnblocked((unblock) => this.startSubscription(message, unblock, arrived));
       case 'unsub':
         this.stopSubscription(message.id);
         return;
@@ -317,8 +461,17 @@ export class Session implements SubscriptionHost {
 
   // ---- methods ----
 
-  private async runMethod(message: MethodMessage, unblock: () => void): Promise<void> {
+  private async runMethod(message: MethodMessage, unblock: () => void, arrived: number): Promise<void> {
     sessionMetrics.methods.inc();
+    this.runningMethods.add(message.id);
+    try {
+      await this.callMethod(message, unblock, arrived);
+    } finally {
+      this.runningMethods.delete(message.id);
+    }
+  }
+
+  private async callMethod(message: MethodMessage, unblock: () => void, arrived: number): Promise<void> {
     const handler = this.server.method(message.method);
     if (!handler) {
       this.send({ msg: 'result', id: message.id, error: Errors.methodNotFound({ name: message.method }).toJSON() });
@@ -329,11 +482,15 @@ export class Session implements SubscriptionHost {
     const started = performance.now();
     const randomStream = message.randomSeed === undefined ? undefined : new RandomStream(message.randomSeed);
     const invocation = new MethodInvocation(message.method, this.connection, this, unblock, message.randomSeed, randomStream);
+    const trace = apm.methodStarted(message.method, arrived, this.id, this.userId);
+    this.blocking = trace;
+    let failure: unknown;
     let reply: ServerMessage | EncodedMessage;
     try {
       const hooked = this.server.dispatching(this.dispatchEvent('method', message.method, message.params));
       if (hooked) await hooked;
-      const result = await runInWriteScope({ fence, randomStream }, () => handler.apply(invocation, message.params));
+      const scope = { fence, randomStream, trace };
+      const result = await withCallSpan(trace?.span, () => runInWriteScope(scope, () => handler.apply(invocation, message.params)));
       // Encoded here, so a result that cannot be serialised (too deep, a cycle) is this method's error.
       reply = encodeMessage(result === undefined ? { msg: 'result', id: message.id } : { msg: 'result', id: message.id, result });
     } catch (error) {
@@ -343,16 +500,19 @@ export class Session implements SubscriptionHost {
         this.log.warn('method failed', { method: message.method, reason: clientError.reason, detail: (error as { detail?: string }).detail });
       }
       reply = { msg: 'result', id: message.id, error: clientError.toJSON() };
+      failure = error;
+      apm.methodEnded(trace, error, expected);
     }
+    if (failure === undefined) apm.methodEnded(trace);
     methodTimes.record(performance.now() - started);
-    if (reply instanceof EncodedMessage) this.sendEncoded(reply);
+    if (reply instanceof EncodedMessage) this.output(reply, `m:${message.id}`);
     else this.send(reply);
     fence.arm(() => this.send({ msg: 'updated', methods: [message.id] }));
   }
 
   // ---- subscriptions ----
 
-  private async startSubscription(message: SubMessage, unblock: () => void): Promise<void> {
+  private async startSubscription(message: SubMessage, unblock: () => void, arrived: number): Promise<void> {
     if (this.subscriptions.has(message.id)) return; // a repeated sub (e.g. after a client reconnect) is ignored
     const limit = this.server.settings.maxSubscriptions;
     if (this.subscriptions.size >= limit) {
@@ -372,7 +532,9 @@ export class Session implements SubscriptionHost {
       return;
     }
     sessionMetrics.subscriptions.inc();
-    const subscription = new Subscription(this, message.id, message.name, message.params, handler);
+    const trace = apm.subStarted(message.name, arrived, this.id, this.userId);
+    this.blocking = trace;
+    const subscription = new Subscription(this, message.id, message.name, message.params, handler, false, trace);
     this.subscriptions.set(message.id, subscription);
     await subscription.run(unblock);
   }
@@ -410,16 +572,102 @@ export class Session implements SubscriptionHost {
     );
   }
 
-  // ---- closing ----
+  // ---- resuming and closing ----
 
-  private closed(): void {
+  /**
+   * A client reconnecting asks for this session back, with how many of its
+   * messages it received: if this session can send it all it missed, it takes
+   * the new socket, answers `connected` with its own id and sends what was
+   * missed. Otherwise it ends (the client starts afresh) and says no.
+   */
+  resume(socket: DdpSocket, receivedCount: number, version: DDPVersion): boolean {
+    if (this.state !== 'open' || this.overflowed) return false;
+    const missed = version === this.version ? this.sent.missedSince(receivedCount) : undefined;
+    if (!missed) {
+      this.log.debug('a session cannot be resumed: the client missed more than was kept', { session: this.id, sent: this.sent.count, received: receivedCount });
+      this.leaving = true;
+      this.end();
+      return false;
+    }
+    if (!this.parked) {
+      // The client came back before this side noticed it had gone: the old socket is dead to it.
+      const old = this.current;
+      this.park();
+      old.setHandlers({ message: () => undefined, refused: () => undefined, close: () => undefined });
+      old.terminate();
+      this.server.socketClosed(old);
+    }
+    this.server.outputBudget.delete(this.current as ParkedSocket);
+    this.server.sessionUnparked(this);
+    sessionMetrics.parked.dec();
+    clearTimeout(this.graceTimer);
+    this.graceTimer = undefined;
+    this.sent.release();
+    this.resumes++;
+    this.lostSocket = false;
+    this.paused = false;
+    this.attach(socket); // counted in sockets by the session that received it
+    sessionMetrics.resumed.inc();
+    // Not counted (nor kept) on either side: a resumed client's count goes on from what it had.
+    socket.send(encodeMessage({ msg: 'connected', session: this.id }));
+    for (const message of missed) socket.send(message);
+    if (this.version !== 'pre1') this.heartbeat.start();
+    if (!this.running && this.queue.length > 0) void this.runQueue();
+    this.log.debug('session resumed', { session: this.id, resent: missed.length, transport: socket.transport });
+    return true;
+  }
+
+  /** Ends the session whatever its state (the server is shutting down). */
+  shutDown(): void {
+    this.leaving = true;
+    if (this.parked) this.end();
+    else this.socket.terminate();
+  }
+
+  private socketClosed(socket: DdpSocket, abrupt: boolean): void {
+    if (socket !== this.current) return; // an old socket, already replaced
+    this.server.socketClosed(socket);
+    const resumable = this.state === 'open' && !this.leaving && (abrupt || this.lostSocket) && this.server.settings.resumeGraceMs > 0;
+    if (resumable) this.park();
+    else this.end();
+  }
+
+  /** The client went away: hold what the session sends for it, for the grace period. */
+  private park(): void {
+    const parked = new ParkedSocket(this.current, () => this.sent.heldBytes, () => this.end());
+    this.current = parked;
+    this.server.outputBudget.add(parked);
+    sessionMetrics.sockets.dec();
+    sessionMetrics.parked.inc();
+    this.heartbeat.stop();
+    // Messages the client sent that have not run wait for it (a repeat of one is recognised, see repeated()).
+    this.sent.hold();
+    this.server.sessionParked(this);
+    this.graceTimer = setTimeout(() => {
+      this.log.debug('ending a session whose client did not come back', { session: this.id });
+      this.end();
+    }, this.server.settings.resumeGraceMs);
+    this.graceTimer.unref();
+    this.log.debug('session waiting for its client to come back', { session: this.id, graceMs: this.server.settings.resumeGraceMs });
+  }
+
+  private end(): void {
+    if (this.state === 'closed') return;
     const wasOpen = this.state === 'open';
     this.state = 'closed';
     clearTimeout(this.handshakeTimer);
+    clearTimeout(this.graceTimer);
     this.heartbeat.stop();
     this.queue = [];
     this.queuedBytes = 0;
-    sessionMetrics.sockets.dec();
+    if (this.parked) {
+      this.server.outputBudget.delete(this.current as ParkedSocket);
+      this.server.sessionUnparked(this);
+      sessionMetrics.parked.dec();
+    } else {
+      sessionMetrics.sockets.dec();
+      this.current.close();
+    }
     for (const subscription of [...this.subscriptions.values(), ...this.universal]) subscription.deactivate(false);
     this.subscriptions.clear();
     this.universal = [];

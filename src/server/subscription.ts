@@ -11,8 +11,11 @@ import { idStringify } from '../ddp/ids.js';
 import type { ServerMessage } from '../ddp/messages.js';
 import type { Logger } from '../log.js';
 import type { DocChange, Fields } from '../reactive/doc-change.js';
-import type { LiveQuery, LiveQueryObserver } from '../reactive/live-query.js';
+import type { ChangeCounter, LiveQuery, LiveQueryObserver } from '../reactive/live-query.js';
 import type { ObserveHandle } from '../reactive/registry.js';
+import { apm } from '../metrics/apm.js';
+import { withCallSpan } from '../metrics/otel.js';
+import type { Trace } from '../metrics/trace.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import type { CollectionView, Holder, MergeBox } from './merge-box.js';
 
@@ -38,6 +41,8 @@ class CursorHolder implements Holder, LiveQueryObserver {
     collection: string,
     /** This connection's handling of a change failed: its merge box can no longer be trusted. */
     private readonly failed: (error: unknown) => void,
+    /** Its publication's figures, counted by the live query once per change (see LiveQueryObserver). */
+    readonly changeCounter?: ChangeCounter,
   ) {
     this.view = mergeBox.register(collection, this);
   }
@@ -63,6 +68,11 @@ class CursorHolder implements Holder, LiveQueryObserver {
     } catch (error) {
       this.failed(error);
     }
+  }
+
+  /** Documents its live query publishes now. */
+  size(): number {
+    return this.query?.size ?? 0;
   }
 
   forEach(callback: (key: string, fields: Fields) => void): void {
@@ -118,9 +128,14 @@ export class Subscription {
     private readonly handler: PublishHandler,
     /** A re-run (after a login) of a subscription whose `ready` the client already has. */
     readyAlreadySent = false,
+    /** Its APM trace (from the sub message's arrival to ready), when the APM is on. */
+    private readonly trace?: Trace,
   ) {
     this.isReady = readyAlreadySent;
+    this.startedAt = trace ? performance.now() : 0;
   }
+
+  private readonly startedAt: number;
 
   get handlerFunction(): PublishHandler {
     return this.handler;
@@ -147,7 +162,11 @@ export class Subscription {
     this.unblockHook = unblock;
     let result: unknown;
     try {
-      result = await this.handler.call(this, ...this.params);
+      const { trace } = this;
+      // Its OpenTelemetry span is the active one (the app's spans nest under it). It runs in no write scope:
+      // one there (even without a fence) made the FerretDB oplog write-fence test fail, cause not found yet,
+      // so the handler's own reads are not in the trace's `db` (the wait for its live queries is, below).
+      result = await (trace ? withCallSpan(trace.span, () => this.handler.call(this, ...this.params)) : this.handler.call(this, ...this.params));
       if (this.stopped) return;
       const cursors = result instanceof Cursor ? [result] : Array.isArray(result) && result.every((c) => c instanceof Cursor) ? (result as Cursor[]) : undefined;
       if (cursors && cursors.length > 0) {
@@ -167,12 +186,30 @@ export class Subscription {
       throw new Error(`Publish function returned multiple cursors for collection ${[...names].join(', ')}`);
     }
     for (const cursor of cursors) {
-      const holder = new CursorHolder(this.host.mergeBox, cursor.collectionName, (error) => {
-        this.host.log.error('unexpected failure while sending a change; closing the connection', { sub: this.name, session: this.host.connection.id, error });
-        this.host.connection.close();
-      });
+      const holder = new CursorHolder(
+        this.host.mergeBox,
+        cursor.collectionName,
+        (error) => {
+          this.host.log.error('unexpected failure while sending a change; closing the connection', { sub: this.name, session: this.host.connection.id, error });
+          this.host.connection.close();
+        },
+        apm.changeCounter(this.trace),
+      );
       this.cursorHolders.push(holder);
-      const handle = await cursor.observeLive(holder);
+      // Waiting for the live query (its first read, or the running one's replay) is the subscription's `db` time.
+      // Timed here rather than by running observeLive in the trace's scope: a live query (and a change feed it
+      // starts) outlives the subscription and must not carry its scope.
+      const { trace } = this;
+      const started = trace?.dbStarted();
+      let handle: ObserveHandle;
+      try {
+        handle = await cursor.observeLive(holder);
+      } catch (error) {
+        trace?.dbEnded(started!, cursor.collectionName, 'observe', undefined, undefined, error instanceof Error ? error.message : String(error));
+        throw error;
+      }
+      trace?.dbEnded(started!, cursor.collectionName, 'observe', undefined, holder.size());
+      apm.observerAttached(trace, handle.reused);
       if (this.stopped) {
         handle.stop();
         return;
@@ -243,6 +280,7 @@ export class Subscription {
     if (this.stopped || this.isReady) return;
     this.isReady = true;
     if (this.id !== undefined) this.host.send({ msg: 'ready', subs: [this.id] });
+    if (this.trace) apm.subReady(this.trace, this.initialDocuments());
   }
 
   /** Stops the subscription with an error the client receives in `nosub`. */
@@ -250,6 +288,7 @@ export class Subscription {
     if (this.stopped) return;
     const { error: clientError, expected } = toClientError(error);
     if (!expected) this.host.log.error('publication failed', { sub: this.name, error });
+    if (this.trace) apm.subReady(this.trace, 0, error, expected);
     this.deactivate(true);
     if (this.id !== undefined) this.host.send({ msg: 'nosub', id: this.id, error: clientError.toJSON() });
   }
@@ -280,6 +319,7 @@ export class Subscription {
   deactivate(removeDocuments: boolean): void {
     if (this.stopped) return;
     this.stopped = true;
+    if (this.trace) apm.subStopped(this.trace, performance.now() - this.startedAt);
     const { mergeBox } = this.host;
     for (const holder of [...this.cursorHolders, ...this.manual.values()]) {
       if (removeDocuments && holder.view.strategy !== 'NO_MERGE_NO_HISTORY') {
@@ -290,6 +330,13 @@ export class Subscription {
     for (const handle of this.handles) handle.stop();
     this.host.subscriptionStopped(this);
     for (const callback of this.stopCallbacks.splice(0)) this.runStopCallback(callback);
+  }
+
+  /** Documents its cursors published initially (read once, at ready). */
+  private initialDocuments(): number {
+    let n = 0;
+    for (const holder of this.cursorHolders) n += holder.size();
+    return n;
   }
 
   private runStopCallback(callback: () => unknown): void {

@@ -10,7 +10,12 @@ export interface SocketHandlers {
   message(text: string): void;
   /** The transport refused something the client sent (too large, binary) and dropped it unread; `reason` is a DDP error reason. */
   refused(reason: string): void;
-  close(): void;
+  /**
+   * The connection ended. `abrupt`: the client went away without closing it
+   * (a WebSocket without a close frame, a polling client that stopped), as a
+   * lost network does; false when either side closed it on purpose.
+   */
+  close(abrupt: boolean): void;
 }
 
 export interface DdpSocket {

@@ -71,10 +71,12 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
       }
     });
     conn.on('close', () => {
+      // Polling transports cannot tell a client that left from one that lost its network: either is abrupt unless this side closed.
+      const abrupt = !this.closed;
       this.closed = true;
       this.gate.close();
       options.budget.delete(this);
-      this.handlers?.close();
+      this.handlers?.close(abrupt);
       this.handlers = undefined;
     });
     options.budget.add(this);

@@ -80,7 +80,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
         this.failed(error);
       }
     });
-    ws.on('close', () => this.closedByPeer());
+    ws.on('close', (code) => this.closedByPeer(code));
     // ws reports protocol violations (bad UTF-8, oversized or overly inflating messages) here and then closes.
     ws.on('error', (error) => options.log.debug('websocket error', { error: error.message, remote: this.remoteAddress }));
     socket.on('drain', () => this.gate.recheck());
@@ -239,7 +239,9 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     }
   }
 
-  private closedByPeer(): void {
+  private closedByPeer(code: number): void {
+    // 1006: no close frame came (the network or the client process went away); ours when this side closed first.
+    const abrupt = !this.closed && code === 1006;
     this.closed = true;
     this.gate.close();
     this.options.budget.delete(this);
@@ -247,6 +249,6 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     this.pendingBytes = 0;
     const { close } = this.handlers;
     this.handlers = NO_HANDLERS;
-    close();
+    close(abrupt);
   }
 }

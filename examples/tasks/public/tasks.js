@@ -64,7 +64,7 @@ function render() {
 }
 
 function renderAccount() {
-  const userId = accounts.userId;
+  const userId = accounts.userId();
   const user = userId && users.findOne(userId);
   $('login').hidden = Boolean(userId);
   $('signed-in').hidden = !userId;

@@ -1,12 +1,14 @@
 /**
  * The data directory's layout and the file primitives recovery and compaction
  * share: write-ahead logs `wal-<generation>.log`, snapshots
- * `snapshot-<seq>.snap`, temporary files `*.tmp`, and the lock file.
+ * `snapshot-<seq>.snap`, temporary files `*.tmp`, the lock file, and the
+ * scratch file a failed log's probe writes.
  */
 import { closeSync, fsyncSync, openSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const LOCK_FILE = 'LOCK';
+export const PROBE_FILE = 'write-probe';
 const LOG_NAME = /^wal-(\d+)\.log$/;
 const SNAPSHOT_NAME = /^snapshot-(\d+)\.snap$/;
 const CHUNK_BYTES = 1 << 20;
@@ -57,8 +59,8 @@ export interface LineScan {
   lines: number;
   /** Byte length of the file up to the end of its last complete line. */
   completeBytes: number;
-  /** True when bytes follow the last newline (a line whose append was cut short). */
-  partialTail: boolean;
+  /** The text after the last newline (a line whose append was cut short), if any. */
+  tail: string | undefined;
 }
 
 /**
@@ -91,7 +93,7 @@ export function readLines(path: string, onLine: (line: string, lineNo: number, e
       if (start < read) carry.push(Buffer.from(chunk.subarray(start)));
       position += read;
     }
-    return { lines: lineNo, completeBytes, partialTail: carry.length > 0 };
+    return { lines: lineNo, completeBytes, tail: carry.length > 0 ? Buffer.concat(carry).toString('utf8') : undefined };
   } finally {
     closeSync(fd);
   }

@@ -74,12 +74,21 @@ function isLookupValue(value: unknown): boolean {
 
 export class Index {
   private readonly entries = new Map<string, Set<string>>();
+  /** A compound index's ids by its first field's key, so an equality on that field alone is a lookup too (a prefix, as in MongoDB). */
+  private readonly byFirst: Map<string, Set<string>> | undefined;
   private readonly paths: string[][];
   readonly fields: string[];
 
   constructor(readonly spec: IndexSpec) {
     this.fields = Object.keys(spec.keys);
     this.paths = this.fields.map((field) => field.split('.'));
+    if (this.fields.length > 1) this.byFirst = new Map();
+  }
+
+  private firstKeys(doc: Document): Set<string> {
+    const values: unknown[] = [];
+    pathValues(doc, this.paths[0]!, 0, values);
+    return new Set(values.map(valueKey));
   }
 
   /** The keys a document is indexed under: none when a sparse index has none of its fields. */
@@ -99,23 +108,23 @@ export class Index {
   }
 
   add(id: string, doc: Document): void {
-    for (const key of this.keysOf(doc)) {
-      let ids = this.entries.get(key);
-      if (!ids) this.entries.set(key, (ids = new Set()));
-      ids.add(id);
-    }
+    const keys = this.keysOf(doc);
+    for (const key of keys) addTo(this.entries, key, id);
+    if (this.byFirst && keys.size > 0) for (const key of this.firstKeys(doc)) addTo(this.byFirst, key, id);
   }
 
   remove(id: string, doc: Document): void {
-    for (const key of this.keysOf(doc)) {
-      const ids = this.entries.get(key);
-      ids?.delete(id);
-      if (ids?.size === 0) this.entries.delete(key);
-    }
+    for (const key of this.keysOf(doc)) removeFrom(this.entries, key, id);
+    if (this.byFirst) for (const key of this.firstKeys(doc)) removeFrom(this.byFirst, key, id);
   }
 
   holders(key: string): ReadonlySet<string> | undefined {
     return this.entries.get(key);
+  }
+
+  /** The ids whose first indexed field has `key` (a single-field index's holders). */
+  prefixHolders(key: string): ReadonlySet<string> | undefined {
+    return (this.byFirst ?? this.entries).get(key);
   }
 
   /** The key as a document (`{a: 1, b: 'x'}`), for error messages. */
@@ -124,6 +133,18 @@ export class Index {
     const values = this.fields.length === 1 ? [parsed] : (parsed as unknown[]);
     return Object.fromEntries(this.fields.map((field, i) => [field, values[i]]));
   }
+}
+
+function addTo(map: Map<string, Set<string>>, key: string, id: string): void {
+  let ids = map.get(key);
+  if (!ids) map.set(key, (ids = new Set()));
+  ids.add(id);
+}
+
+function removeFrom(map: Map<string, Set<string>>, key: string, id: string): void {
+  const ids = map.get(key);
+  ids?.delete(id);
+  if (ids?.size === 0) map.delete(key);
 }
 
 const NONE: ReadonlySet<string> = new Set();
@@ -216,11 +237,15 @@ export class IndexSet {
   }
 
   /** The ids of documents whose single-field index on `field` holds `value`; undefined when no index applies. */
-  lookup(field: string, value: unknown): ReadonlySet<string> | undefined {
+  /** The ids an index holds for `field` equal to `value`: a single-field index's, else a compound one's that starts with the field; undefined when none serves. */
+  lookup(field: string, value: unknown): { ids: ReadonlySet<string>; index: string } | undefined {
     if (!isLookupValue(value)) return undefined;
+    let prefix: Index | undefined;
     for (const index of this.byName.values()) {
-      if (index.fields.length === 1 && index.fields[0] === field) return index.holders(valueKey(value)) ?? NONE;
+      if (index.fields[0] !== field) continue;
+      if (index.fields.length === 1) return { ids: index.holders(valueKey(value)) ?? NONE, index: index.spec.name };
+      prefix ??= index;
     }
-    return undefined;
+    return prefix ? { ids: prefix.prefixHolders(valueKey(value)) ?? NONE, index: prefix.spec.name } : undefined;
   }
 }

@@ -1,53 +1,47 @@
 /**
- * One process per data directory: a lock file holding the owner's pid. A lock
- * left by a process that no longer exists (it crashed) is taken over.
+ * One process per data directory, enforced by the kernel: an exclusive lock
+ * on the directory's LOCK file (an open-file-description `fcntl` lock on
+ * Linux, `flock` on macOS, `LockFileEx` on Windows, through
+ * fs-native-extensions, since Node has no file locks of its own). The kernel
+ * drops it when the process dies however it dies, so nothing is ever stale: a
+ * pid left in the file by a crash, a pid since reused, or a process in
+ * another pid namespace (another container on the same volume) cannot
+ * mislead it. The file's text (pid, host, start time) only explains a refusal.
  */
-import { closeSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import type { Logger } from '../../log.js';
+import { tryLock } from 'fs-native-extensions';
 import { LOCK_FILE } from './files.js';
+import { StoreInUseError } from './store-errors.js';
 
-function isAlive(pid: number): boolean {
+function holderOf(path: string): string {
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
+    const text = readFileSync(path, 'utf8').trim();
+    if (/^\d+$/.test(text)) return `pid ${text}`; // written by a version before the kernel lock
+    return text || 'no details recorded';
+  } catch {
+    return 'no details recorded';
   }
 }
 
-function readOwner(path: string): number | undefined {
+/** Takes the directory's lock or throws StoreInUseError; returns the function that releases it. */
+export function acquireLock(dir: string): () => void {
+  const path = join(dir, LOCK_FILE);
+  const fd = openSync(path, constants.O_RDWR | constants.O_CREAT, 0o644);
   try {
-    const pid = Number.parseInt(readFileSync(path, 'utf8'), 10);
-    return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
+    if (!tryLock(fd)) throw new StoreInUseError(dir, holderOf(path));
+    ftruncateSync(fd, 0);
+    writeSync(fd, `pid ${process.pid} on ${hostname()} since ${new Date().toISOString()}\n`, 0);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    closeSync(fd); // releases the lock if it was taken
     throw error;
   }
-}
-
-/** Takes the directory's lock; returns the function that releases it. */
-export function acquireLock(dir: string, log: Logger): () => void {
-  const path = join(dir, LOCK_FILE);
-  // Two attempts: the second follows the removal of a stale lock.
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      const fd = openSync(path, 'wx');
-      try {
-        writeSync(fd, `${process.pid}\n`);
-      } finally {
-        closeSync(fd);
-      }
-      return () => {
-        if (readOwner(path) === process.pid) unlinkSync(path);
-      };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    const owner = readOwner(path);
-    if (owner !== undefined && isAlive(owner)) throw new Error(`Data directory ${dir} is in use by process ${owner}`);
-    log.warn('taking over a stale lock', { dir, pid: owner });
-    rmSync(path, { force: true });
-  }
-  throw new Error(`Could not lock data directory ${dir}: another process keeps taking the lock`);
+  // The file stays: deleting it would let a process that opened it just before lock a file no one else sees.
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    closeSync(fd);
+  };
 }

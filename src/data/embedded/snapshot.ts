@@ -6,15 +6,15 @@
  */
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { EJSON } from '../../ddp/ejson.js';
 import type { Document } from '../types.js';
 import { fsyncDir, listDataFiles, readLines, snapshotFileName } from './files.js';
 import type { IndexSpec } from './indexes.js';
-import { encodeLine, toMutation, type Mutation } from './records.js';
+import { DamagedLineError, encodeLine, LineReader, toMutation, type DamagedRecord, type Mutation } from './records.js';
 import { isPlainObject } from '../../query/values.js';
 
 const FORMAT = 'perseid-snapshot';
-const VERSION = 1;
+/** 2: checksummed lines, and the first log generation the snapshot does not cover. Version 1 is still read. */
+const VERSION = 2;
 const CHUNK_CHARS = 1 << 20;
 
 export interface CollectionImage {
@@ -30,14 +30,14 @@ export interface CollectionImage {
  * Yields to the event loop between chunks; the images are immutable, so writes
  * may go on meanwhile. Returns the snapshot's size in bytes.
  */
-async function writeSnapshot(dir: string, seq: number, collections: readonly CollectionImage[]): Promise<number> {
+export async function writeSnapshot(dir: string, seq: number, generation: number, collections: readonly CollectionImage[]): Promise<number> {
   const path = join(dir, snapshotFileName(seq));
   const temporary = `${path}.tmp`;
   const file = await open(temporary, 'w');
   let bytes = 0;
   try {
     let records = 0;
-    let chunk = encodeLine({ format: FORMAT, version: VERSION, seq });
+    let chunk = encodeLine({ format: FORMAT, version: VERSION, seq, generation });
     const flush = async (): Promise<void> => {
       bytes += Buffer.byteLength(chunk);
       await file.writeFile(chunk);
@@ -79,7 +79,7 @@ export async function compactFiles(
   collections: readonly CollectionImage[],
   generation: number,
 ): Promise<number> {
-  const bytes = await writeSnapshot(dir, seq, collections);
+  const bytes = await writeSnapshot(dir, seq, generation, collections);
   const files = listDataFiles(dir);
   for (const log of files.logs) if (log.generation < generation) await rm(log.path);
   for (const snapshot of files.snapshots) if (snapshot.seq < seq) await rm(snapshot.path);
@@ -88,34 +88,54 @@ export async function compactFiles(
 
 export interface LoadedSnapshot {
   seq: number;
+  /** Logs before this generation are covered by the snapshot (0 for a version 1 snapshot: read them all). */
+  generation: number;
   mutations: Mutation[];
   bytes: number;
 }
 
-/** Reads and validates a whole snapshot; throws if it is damaged or incomplete. */
-export function readSnapshot(path: string): LoadedSnapshot {
-  let seq: number | undefined;
-  let ended = false;
+/**
+ * Reads and validates a whole snapshot. Without `onDamaged` any damage throws;
+ * with it (repair), a damaged line is reported and skipped, a damaged header
+ * is replaced by what the file name says, and a missing end is reported.
+ */
+export function readSnapshot(path: string, onDamaged?: (damage: DamagedRecord) => void): LoadedSnapshot {
+  let header: { seq: number; generation: number } | undefined;
+  let end: { seq: unknown; records: unknown } | undefined;
   const mutations: Mutation[] = [];
+  const reader = new LineReader();
+  let damagedRecords = 0;
+  const damaged = (line: number, reason: string, text: string): void => {
+    if (!onDamaged) throw new Error(`Snapshot ${path} is invalid at line ${line}: ${reason}`);
+    onDamaged({ file: path, line, reason, text });
+  };
   const scan = readLines(path, (line, lineNo) => {
     try {
-      if (ended) throw new Error('data after the end marker');
-      const value = EJSON.parse(line);
+      if (end) throw new DamagedLineError('data after the end marker');
+      const value = reader.read(line);
       if (lineNo === 1) {
-        if (!isPlainObject(value) || value.format !== FORMAT || value.version !== VERSION || typeof value.seq !== 'number') {
-          throw new Error('not a snapshot header');
+        if (!isPlainObject(value) || value.format !== FORMAT || typeof value.seq !== 'number' || (value.version !== 1 && value.version !== VERSION)) {
+          throw new DamagedLineError('not a snapshot header');
         }
-        seq = value.seq;
+        header = { seq: value.seq, generation: typeof value.generation === 'number' ? value.generation : 0 };
       } else if (isPlainObject(value) && 'end' in value) {
-        if (value.end !== seq || value.records !== mutations.length) throw new Error('end marker does not match');
-        ended = true;
+        end = { seq: value.end, records: value.records };
       } else {
         mutations.push(toMutation(value));
       }
     } catch (error) {
-      throw new Error(`Snapshot ${path} is invalid at line ${lineNo}: ${(error as Error).message}`, { cause: error });
+      if (!(error instanceof DamagedLineError)) throw error;
+      if (lineNo > 1) damagedRecords += 1;
+      damaged(lineNo, error.message, line);
     }
   });
-  if (seq === undefined || !ended || scan.partialTail) throw new Error(`Snapshot ${path} is incomplete`);
-  return { seq, mutations, bytes: scan.completeBytes };
+  if (scan.tail !== undefined) damaged(scan.lines + 1, 'incomplete line', scan.tail);
+  const seq = header?.seq ?? seqFromName(path);
+  if (!end) damaged(scan.lines + 1, 'no end marker: the snapshot is incomplete', '');
+  else if (end.seq !== seq || end.records !== mutations.length + damagedRecords) damaged(scan.lines, `the end marker says seq ${String(end.seq)} and ${String(end.records)} records, the snapshot has seq ${seq} and ${mutations.length}`, '');
+  return { seq, generation: header?.generation ?? 0, mutations, bytes: scan.completeBytes };
+}
+
+function seqFromName(path: string): number {
+  return Number(/snapshot-(\d+)\.snap$/.exec(path)?.[1] ?? 0);
 }

@@ -3,7 +3,9 @@
  * in memory (documents are immutable, so reads share them without copying)
  * and is made persistent by a write-ahead log with group commit, compacted
  * into snapshots. It is its own change source: the log's records, dispatched
- * in process once durable.
+ * in process once durable. Reads see a write once it is in the log; a write
+ * the log could not take is undone and reported failed, and writes resume by
+ * themselves once the disk takes them again (see wal.ts).
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,6 +35,8 @@ export interface EmbeddedStoreOptions {
   fsync?: boolean;
   /** Compact when the log grows past this size and past the last snapshot's. Default 64 MiB. */
   compactThresholdBytes?: number;
+  /** After a failed log write, how often to check whether the disk takes writes again. Default 1000 ms. */
+  retryMs?: number;
 }
 
 export interface EmbeddedStoreStats {
@@ -45,13 +49,14 @@ export interface EmbeddedStoreStats {
 
 /** One group-committed write's share of a log batch. */
 interface BatchPart {
+  entries: readonly Entry[];
   events: DocumentChange[];
   lastSeq: number;
 }
 
 export async function openEmbeddedStore(options: EmbeddedStoreOptions): Promise<EmbeddedStore> {
   mkdirSync(options.dir, { recursive: true });
-  const release = acquireLock(options.dir, log);
+  const release = acquireLock(options.dir);
   try {
     return new EmbeddedStore(options, release);
   } catch (error) {
@@ -75,8 +80,10 @@ export class EmbeddedStore implements StorageDriver {
   private readonly collections = new Map<string, EmbeddedCollection>();
   private readonly host: CollectionHost;
   private readonly wal: WriteAheadLog<BatchPart>;
-  /** The seq of the last change applied in memory (it may still be on its way to the log). */
+  /** The seq of the last change applied for writers (it may still be on its way to the log). */
   private seq: number;
+  /** The seq of the last change in the log: what readers see. */
+  private loggedSeq: number;
   private generation: number;
   private snapshotBytes: number;
   private compactions = 0;
@@ -88,20 +95,23 @@ export class EmbeddedStore implements StorageDriver {
     this.dir = options.dir;
     this.compactThresholdBytes = options.compactThresholdBytes ?? DEFAULT_COMPACT_THRESHOLD_BYTES;
     this.host = {
-      lastSeq: () => this.seq,
+      loggedSeq: () => this.loggedSeq,
       assertOpen: () => this.assertOpen(),
       assertWritable: () => this.assertWritable(),
       commit: (entries) => this.commit(entries),
     };
     const started = performance.now();
     const recovered = recover(this.dir, (mutation) => this.collection(mutation.collection).apply(mutation), log);
-    this.seq = recovered.lastSeq;
+    this.seq = this.loggedSeq = recovered.lastSeq;
     this.generation = Math.max(recovered.generation, 1);
     this.snapshotBytes = recovered.snapshotBytes;
     this.changes = new WriteLogChanges(this.seq, log);
     this.wal = WriteAheadLog.open(join(this.dir, logFileName(this.generation)), {
       fsync: options.fsync ?? false,
+      retryMs: options.retryMs,
       onDurable: (parts) => this.onDurable(parts),
+      onFailed: (error) => this.onFailed(error),
+      onResumed: () => log.warn('the disk takes writes again: writes resumed', { dir: this.dir }),
     });
     const { collections, documents } = this.stats();
     log.info('opened', { dir: this.dir, collections, documents, lastSeq: this.seq, ms: Math.round(performance.now() - started) });
@@ -128,6 +138,12 @@ export class EmbeddedStore implements StorageDriver {
       documents += collection.size;
     }
     return { collections, documents, walBytes: this.wal.size, lastSeq: this.seq, compactions: this.compactions };
+  }
+
+  /** Why the store cannot take writes now (shown by /health), or undefined when it can. */
+  problem(): string | undefined {
+    const failure = this.wal.failed;
+    return failure && `the embedded store cannot write (it retries by itself): ${failure.detail}`;
   }
 
   /** Writes a snapshot and deletes the log it covers (also done automatically as the log grows). */
@@ -161,11 +177,16 @@ export class EmbeddedStore implements StorageDriver {
   private assertWritable(): void {
     this.assertOpen();
     const failure = this.wal.failed;
-    if (failure) throw new DatabaseUnavailableError(`the embedded store at ${this.dir} no longer accepts writes: ${(failure as DatabaseUnavailableError).detail ?? failure.message}`, failure);
+    if (failure) throw new DatabaseUnavailableError(`the embedded store at ${this.dir} cannot write now (it retries by itself): ${failure.detail}`, failure);
   }
 
   /** Numbers applied mutations and queues them for the next log batch; resolves with the write's token. */
   private commit(entries: readonly Entry[]): Promise<number> {
+    if (this.wal.failed) {
+      // Unreachable in practice (writers check first, in the same turn); never leave applied mutations unlogged.
+      this.undoUnlogged();
+      return Promise.reject(this.wal.failed);
+    }
     let text = '';
     const events: DocumentChange[] = [];
     for (const entry of entries) {
@@ -175,26 +196,43 @@ export class EmbeddedStore implements StorageDriver {
       if (event) events.push(event);
     }
     const token = this.seq;
-    return this.wal.append(text, { events, lastSeq: token }).then(() => token);
+    return this.wal.append(text, { entries, events, lastSeq: token }).then(() => token);
   }
 
   private onDurable(parts: readonly BatchPart[]): void {
-    for (const { events, lastSeq } of parts) this.changes.dispatch(events, lastSeq);
+    for (const { entries, events, lastSeq } of parts) {
+      for (const entry of entries) entry.logged();
+      this.loggedSeq = lastSeq;
+      this.changes.dispatch(events, lastSeq);
+    }
     const size = this.wal.size;
     if (!this.closing && !this.compacting && size > this.compactThresholdBytes && size > this.snapshotBytes) {
       this.compact().catch((error: unknown) => log.error('compaction failed', { dir: this.dir, error }));
     }
   }
 
+  /** A batch failed, and with it every write not yet logged: undo them all. */
+  private onFailed(error: DatabaseUnavailableError): void {
+    log.error('a write to the log failed: writes are refused until the disk takes them again', { dir: this.dir, error: error.detail });
+    this.undoUnlogged();
+  }
+
+  private undoUnlogged(): void {
+    for (const collection of this.collections.values()) collection.rollback();
+    this.seq = this.loggedSeq;
+  }
+
   private async runCompaction(): Promise<void> {
     const started = performance.now();
-    const seq = this.seq;
-    const images = [...this.collections.values()].filter((c) => !c.isEmpty).map((c) => c.image());
-    // The log switches at the instant the images are taken, so every record in
-    // the older logs is covered by the snapshot. (The new log may start with
-    // queued records the snapshot also covers; recovery skips them by seq.)
-    this.generation += 1;
-    this.wal.rotate(join(this.dir, logFileName(this.generation)));
+    // Between two batches, the logged state is exactly what the current log
+    // file ends with: the snapshot takes it, and the log switches there, so
+    // the older logs hold only records the snapshot covers.
+    const { seq, images } = await this.wal.atBoundary(() => {
+      const images = [...this.collections.values()].map((c) => c.image()).filter((image) => image.docs.length > 0 || image.indexes.length > 0);
+      this.wal.rotate(join(this.dir, logFileName(this.generation + 1)));
+      this.generation += 1;
+      return { seq: this.loggedSeq, images };
+    });
     this.snapshotBytes = await compactFiles(this.dir, seq, images, this.generation);
     this.compactions += 1;
     log.info('compacted', { dir: this.dir, seq, bytes: this.snapshotBytes, ms: Math.round(performance.now() - started) });

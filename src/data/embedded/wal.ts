@@ -1,24 +1,32 @@
 /**
- * The write-ahead log: one EJSON record per line, appended with group commit.
- * Every append issued during one event-loop turn goes out in a single write()
- * (scheduled with setImmediate); the batch's writes are acknowledged once it
- * is in the file.
+ * The write-ahead log: one checksummed record per line, appended with group
+ * commit. Every append issued during one event-loop turn goes out in a single
+ * write() (scheduled with setImmediate); the batch's writes are acknowledged
+ * once it is in the file.
  *
  * Durability: a write() that returned has reached the kernel's page cache, so
  * an acknowledged write survives the process being killed (`kill -9`). It
  * survives a power loss or kernel crash only with `fsync: true`, which adds an
  * fdatasync per batch before acknowledging.
+ *
+ * A batch that cannot be written (a full disk, an I/O error) fails with every
+ * append queued behind it, since those were computed on top of it; the file is
+ * cut back to where the batch began, so no part of a failed write can come
+ * back after a restart. Appends are then refused at once, and a probe retries
+ * the disk every `retryMs` until writes work again.
  */
-import { closeSync, fdatasync, fstatSync, openSync, truncateSync, write, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, fdatasync, fstatSync, ftruncateSync, openSync, rmSync, truncateSync, write, writeFileSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Logger } from '../../log.js';
 import { DatabaseUnavailableError } from '../driver.js';
-import { fsyncDir, readLines } from './files.js';
-import { decodeRecord, type LogRecord } from './records.js';
+import { fsyncDir, PROBE_FILE, readLines } from './files.js';
+import { DamagedLineError, LineReader, toLogRecord, type DamagedRecord, type LogRecord } from './records.js';
 
 const writeAsync = promisify(write);
 const fdatasyncAsync = promisify(fdatasync);
+const PROBE_MIN_BYTES = 4096;
+const PROBE_MAX_BYTES = 1 << 20;
 
 interface Group<P> {
   text: string[];
@@ -30,6 +38,12 @@ export interface WriteAheadLogOptions<P> {
   fsync: boolean;
   /** Called with a batch's payloads once it is in the file, before its appends resolve. */
   onDurable: (payloads: P[]) => void;
+  /** Called when a batch fails, before its appends (and every one queued behind it) reject. */
+  onFailed: (error: DatabaseUnavailableError) => void;
+  /** Called when the probe finds that writes work again. */
+  onResumed: () => void;
+  /** How often to probe the disk after a failure (default 1000 ms). */
+  retryMs?: number;
 }
 
 export class WriteAheadLog<P> {
@@ -37,7 +51,13 @@ export class WriteAheadLog<P> {
   private queued: Group<P> | undefined;
   private scheduled = false;
   private writing = false;
-  private failure: Error | undefined;
+  private failure: DatabaseUnavailableError | undefined;
+  /** Bytes the failed batch tried to write: the probe writes as much. */
+  private failedBytes = 0;
+  /** The file still holds part of a failed batch (cutting it back failed too): the probe retries. */
+  private cutBackPending = false;
+  private probe: NodeJS.Timeout | undefined;
+  private boundaryWork: Array<() => void> = [];
 
   private constructor(
     private path: string,
@@ -57,8 +77,8 @@ export class WriteAheadLog<P> {
     return this.bytes;
   }
 
-  /** Set once a write has failed: the log no longer matches memory and accepts nothing more. */
-  get failed(): Error | undefined {
+  /** Set while writes fail: appends are refused until the probe finds the disk writable again. */
+  get failed(): DatabaseUnavailableError | undefined {
     return this.failure;
   }
 
@@ -74,22 +94,37 @@ export class WriteAheadLog<P> {
   }
 
   /**
-   * Continues in a new file from the next batch on; a batch being written
-   * finishes in the old one. Synchronous, so that the caller can pair the
-   * switch with a consistent in-memory state.
+   * Runs `work` at a moment when no batch is being written (at once if none
+   * is): everything appended before is then in the file or failed, and
+   * nothing appended after is. Compaction switches files there.
    */
-  rotate(path: string): void {
-    const old = this.fd;
-    this.fd = openLogFile(path, this.options.fsync);
-    this.path = path;
-    this.bytes = 0;
-    if (!this.writing) closeSync(old);
+  atBoundary<T>(work: () => T): Promise<T> {
+    if (!this.writing) return Promise.resolve(work());
+    return new Promise<T>((resolve, reject) =>
+      this.boundaryWork.push(() => {
+        try {
+          resolve(work());
+        } catch (error) {
+          reject(error as Error);
+        }
+      }),
+    );
   }
 
-  /** Writes what is queued, then closes the file. */
+  /** Continues in a new file from the next batch on. Call it at a boundary (see atBoundary). */
+  rotate(path: string): void {
+    const fd = openLogFile(path, this.options.fsync);
+    closeSync(this.fd);
+    this.fd = fd;
+    this.path = path;
+    this.bytes = 0;
+  }
+
+  /** Writes what is queued (unless writes are failing: then nothing is pending), then closes the file. */
   async close(): Promise<void> {
+    clearInterval(this.probe);
     try {
-      await this.append('');
+      if (!this.failure) await this.append('');
     } finally {
       closeSync(this.fd);
     }
@@ -106,36 +141,77 @@ export class WriteAheadLog<P> {
     const group = this.queued;
     if (!group) return;
     this.queued = undefined;
-    if (!this.failure) await this.writeGroup(group);
-    if (this.failure) {
-      for (const { reject } of group.settlers) reject(this.failure);
+    const error = await this.writeGroup(group);
+    if (error) {
+      // Everything queued meanwhile was computed on top of the failed batch: it fails too.
+      const behind = this.queued as Group<P> | undefined; // appended while the batch was being written
+      this.queued = undefined;
+      this.fail(error);
+      for (const { reject } of [...group.settlers, ...(behind?.settlers ?? [])]) reject(error);
     } else {
       this.options.onDurable(group.payloads);
       for (const { resolve } of group.settlers) resolve();
     }
+    for (const work of this.boundaryWork.splice(0)) work();
     if (this.queued) this.schedule();
   }
 
-  private async writeGroup(group: Group<P>): Promise<void> {
+  /** Writes one batch; resolves with the error that stopped it, if any. */
+  private async writeGroup(group: Group<P>): Promise<DatabaseUnavailableError | undefined> {
     this.writing = true;
-    const fd = this.fd;
+    const data = Buffer.from(group.text.join(''), 'utf8');
     try {
-      const data = Buffer.from(group.text.join(''), 'utf8');
       // One write() in practice; the loop only guards against a short write. Without fsync it
       // is a copy into the page cache, done here: through the thread pool it cost every write
       // an extra event-loop turn before its change reached anyone, and under load a turn is a
       // flush to every client. With fsync, the wait is the disk's and must not block the loop.
       for (let offset = 0; offset < data.length; ) {
-        offset += this.options.fsync ? (await writeAsync(fd, data, offset, data.length - offset)).bytesWritten : writeSync(fd, data, offset, data.length - offset);
+        offset += this.options.fsync ? (await writeAsync(this.fd, data, offset, data.length - offset)).bytesWritten : writeSync(this.fd, data, offset, data.length - offset);
       }
-      if (this.options.fsync && data.length > 0) await fdatasyncAsync(fd);
-      if (fd === this.fd) this.bytes += data.length;
+      if (this.options.fsync && data.length > 0) await fdatasyncAsync(this.fd);
+      this.bytes += data.length;
+      return undefined;
     } catch (error) {
-      this.failure = new DatabaseUnavailableError(`writing the write-ahead log ${this.path} failed: ${(error as Error).message}`, error);
+      this.failedBytes = data.length;
+      this.cutBack();
+      return new DatabaseUnavailableError(`writing the write-ahead log ${this.path} failed: ${(error as Error).message}`, error);
     } finally {
       this.writing = false;
-      if (fd !== this.fd) closeSync(fd); // rotated away while this batch was being written
     }
+  }
+
+  /** Cuts the file back to its last good batch; a failure is retried by the probe. */
+  private cutBack(): void {
+    try {
+      ftruncateSync(this.fd, this.bytes);
+      this.cutBackPending = false;
+    } catch {
+      this.cutBackPending = true;
+    }
+  }
+
+  private fail(error: DatabaseUnavailableError): void {
+    this.failure = error;
+    this.options.onFailed(error);
+    this.probe ??= setInterval(() => this.tryResume(), this.options.retryMs ?? 1000).unref();
+  }
+
+  /** Writes as much as the failed batch did to a scratch file; if that works, so may the log. */
+  private tryResume(): void {
+    const probe = join(dirname(this.path), PROBE_FILE);
+    try {
+      if (this.cutBackPending) this.cutBack();
+      if (this.cutBackPending) return;
+      writeFileSync(probe, Buffer.alloc(Math.min(Math.max(this.failedBytes, PROBE_MIN_BYTES), PROBE_MAX_BYTES)));
+    } catch {
+      return;
+    } finally {
+      rmSync(probe, { force: true });
+    }
+    clearInterval(this.probe);
+    this.probe = undefined;
+    this.failure = undefined;
+    this.options.onResumed();
   }
 }
 
@@ -146,45 +222,52 @@ function openLogFile(path: string, fsync: boolean): number {
   return fd;
 }
 
+export interface LogScan {
+  /** Bytes up to the end of the last complete line. */
+  completeBytes: number;
+  /** An incomplete last line (its append was cut short by a crash, so it was never acknowledged). */
+  tornTail: { line: number; reason: string } | undefined;
+}
+
 /**
- * Reads a log's records in order. When `tolerateTornTail`, a last line that is
- * incomplete or unreadable (a crash cut its append short; it was never
- * acknowledged) is cut off with a warning. Any other damage is an error naming
- * the file and line.
+ * Reads a log's records in order, calling `onDamaged` for each complete line
+ * that is not a valid record (a bad checksum, a bare line after checksummed
+ * ones, garbage). An incomplete last line is not damage but an interrupted
+ * append: when `tornTailAllowed` it is reported in the result for the caller
+ * to cut off; otherwise (a later log has records) it is damage too.
  */
 export function readLog(
   path: string,
-  tolerateTornTail: boolean,
+  tornTailAllowed: boolean,
   onRecord: (record: LogRecord, lineNo: number) => void,
-  log: Logger,
-): void {
-  let bad: { lineNo: number; reason: string } | undefined;
-  let goodBytes = 0;
-  const corrupt = (lineNo: number, reason: string): Error =>
-    new Error(
-      `The write-ahead log ${path} is corrupt at line ${lineNo} (${reason}). ` +
-        'Only a damaged last line can be repaired automatically; restore the data directory from a backup.',
-    );
-  const scan = readLines(path, (line, lineNo, endOffset) => {
-    if (bad) throw corrupt(bad.lineNo, bad.reason);
+  onDamaged: (damage: DamagedRecord) => void,
+): LogScan {
+  const reader = new LineReader();
+  const scan = readLines(path, (line, lineNo) => {
     let record: LogRecord;
     try {
-      record = decodeRecord(line);
+      record = toLogRecord(reader.read(line));
     } catch (error) {
-      bad = { lineNo, reason: (error as Error).message };
+      if (!(error instanceof DamagedLineError)) throw error;
+      onDamaged({ file: path, line: lineNo, reason: error.message, text: line });
       return;
     }
     onRecord(record, lineNo);
-    goodBytes = endOffset;
   });
-  if (bad && scan.partialTail) throw corrupt(bad.lineNo, bad.reason); // damage before the last line
-  const last = bad ?? (scan.partialTail ? { lineNo: scan.lines + 1, reason: 'incomplete line' } : undefined);
-  if (!last) return;
-  if (!tolerateTornTail) throw corrupt(last.lineNo, last.reason);
-  truncateSync(path, goodBytes);
+  const { completeBytes } = scan;
+  if (scan.tail === undefined) return { completeBytes, tornTail: undefined };
+  const tornTail = { line: scan.lines + 1, reason: 'incomplete line' };
+  if (tornTailAllowed) return { completeBytes, tornTail };
+  onDamaged({ file: path, line: tornTail.line, reason: 'incomplete line, and a later log has records', text: scan.tail });
+  return { completeBytes, tornTail: undefined };
+}
+
+/** Cuts an interrupted last append off a log. */
+export function cutTornTail(path: string, scan: LogScan, log: Logger): void {
+  if (!scan.tornTail) return;
+  truncateSync(path, scan.completeBytes);
   log.warn('cut off a torn last line of the write-ahead log (a write interrupted by a crash, never acknowledged)', {
     file: path,
-    line: last.lineNo,
-    reason: last.reason,
+    line: scan.tornTail.line,
   });
 }

@@ -7,7 +7,7 @@
 import type { Collection as RawCollection, Document as BsonDocument } from 'mongodb';
 import { idStringify } from '../../ddp/ids.js';
 import { selectorIds } from '../../query/selector.js';
-import type { CollectionDriver, QueryResult, WriteOutcome } from '../driver.js';
+import { DatabaseUnavailableError, type CollectionDriver, type IndexDescription, type QueryPlan, type QueryResult, type WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import type { ChangeHub, WriteToken } from './change-hub.js';
 import type { PublishedChange } from './fanout-feeder.js';
@@ -25,6 +25,8 @@ export interface MongoCollectionHost {
   countRead(n: number): void;
   /** Wraps driver errors (network, server selection) in errors the caller can act on. */
   translate(error: unknown): Error;
+  /** An operation with no answer after this long fails as unavailable (see MongoStoreOptions). */
+  operationTimeoutMs: number;
 }
 
 function isOperatorModifier(modifier: Document): boolean {
@@ -91,13 +93,17 @@ export class MongoCollection implements CollectionDriver {
     return { removed: result.deletedCount, token: this.token(ids, result.deletedCount, after, ids.length === 0) };
   }
 
-  async find(query: QuerySpec): Promise<QueryResult> {
-    const cursor = this.raw.find(toMongo(query.selector) as BsonDocument, {
+  private cursorOf(query: QuerySpec) {
+    return this.raw.find(toMongo(query.selector) as BsonDocument, {
       sort: query.sort ? (query.sort.map(([path, dir]) => [path, dir]) as Array<[string, 1 | -1]>) : undefined,
       skip: query.skip,
       limit: query.limit,
       projection: query.projection,
     });
+  }
+
+  async find(query: QuerySpec): Promise<QueryResult> {
+    const cursor = this.cursorOf(query);
     const docs = await this.call(() => cursor.toArray());
     this.host.countRead(docs.length);
     return { docs: docs.map((doc) => fromMongoDocument(doc)) };
@@ -105,6 +111,46 @@ export class MongoCollection implements CollectionDriver {
 
   async count(query: QuerySpec): Promise<number> {
     return this.call(() => this.raw.countDocuments(toMongo(query.selector) as BsonDocument, { skip: query.skip, limit: query.limit }));
+  }
+
+  /** The plan MongoDB chose for `query` and what it examined (`explain`); undefined where the server has no explain (mongo-java-server). */
+  async explain(query: QuerySpec): Promise<QueryPlan | undefined> {
+    try {
+      const explained = (await this.cursorOf(query).explain('executionStats')) as BsonDocument;
+      const stats = explained.executionStats as { totalDocsExamined?: number; nReturned?: number } | undefined;
+      const planner = explained.queryPlanner as { winningPlan?: BsonDocument } | undefined;
+      let stage = planner?.winningPlan;
+      let index: string | undefined;
+      const stages: string[] = [];
+      while (stage) {
+        if (typeof stage.stage === 'string') stages.push(stage.stage);
+        if (typeof stage.indexName === 'string') index ??= stage.indexName;
+        stage = (stage.inputStage ?? (stage.queryPlan as BsonDocument | undefined)) as BsonDocument | undefined;
+      }
+      // FerretDB reports its backend's plan instead (SQLite's lines: "SCAN <table>" reads every row).
+      const backend = (explained.queryPlanner as { Plan?: unknown } | undefined)?.Plan;
+      if (stages.length === 0 && Array.isArray(backend) && backend.every((line) => typeof line === 'string')) {
+        stages.push((backend as string[]).some((line) => /\bSCAN\b/.test(line) && !/USING (COVERING )?INDEX/.test(line)) ? 'COLLSCAN' : 'IXSCAN');
+      }
+      const leaf = stages.at(-1);
+      if (!leaf && stats?.totalDocsExamined === undefined) return undefined;
+      const plan: QueryPlan = { stage: leaf ?? 'UNKNOWN', sampled: true };
+      if (index) plan.index = index;
+      if (stats?.totalDocsExamined !== undefined) plan.examined = stats.totalDocsExamined;
+      if (stats?.nReturned !== undefined) plan.returned = stats.nReturned;
+      return plan;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async listIndexes(): Promise<IndexDescription[]> {
+    try {
+      const list = await this.raw.indexes();
+      return list.map((index) => ({ name: String(index.name), keys: index.key as Record<string, number>, unique: index.unique === true }));
+    } catch {
+      return []; // no such collection yet
+    }
   }
 
   async createIndex(keys: IndexKeys, options: IndexOptions = {}): Promise<string> {
@@ -152,10 +198,18 @@ export class MongoCollection implements CollectionDriver {
   }
 
   private async call<T>(operation: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    // The driver has no deadline for an operation on a connection that went silent; the caller gets one.
+    const deadline = new Promise<never>((_, reject) => {
+      const ms = this.host.operationTimeoutMs;
+      timer = setTimeout(() => reject(new DatabaseUnavailableError(`MongoDB gave no answer within ${ms} ms (the operation's outcome is unknown)`)), ms);
+    });
     try {
-      return await operation();
+      return await Promise.race([operation(), deadline]);
     } catch (error) {
       throw this.host.translate(error);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

@@ -10,7 +10,8 @@
  * `auto` (the default): the oplog when MONGO_OPLOG_URL is set, else change
  * streams when a probe shows the server delivers them, else polling.
  */
-import { MongoClient, MongoNetworkError, MongoNotConnectedError, MongoServerSelectionError, type Db } from 'mongodb';
+import { apm } from '../../metrics/apm.js';
+import { MongoClient, MongoError, MongoNetworkError, MongoNotConnectedError, MongoServerClosedError, MongoServerSelectionError, MongoTopologyClosedError, type Db } from 'mongodb';
 import { createLogger, redactedUrl, type Logger } from '../../log.js';
 import { dataMetrics } from '../data-metrics.js';
 import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
@@ -23,6 +24,19 @@ import { FanoutFeeder } from './fanout-feeder.js';
 import { openDatabaseFeeder, type DatabaseFeeder } from './feeders.js';
 import { IpcFeeder, type FeedLink } from './ipc-feeder.js';
 import { Relay } from './relay.js';
+
+/** Server error codes that mean "not now" (shutting down, stepping down, unreachable): the retryable ones of MongoDB's specifications. */
+const UNAVAILABLE_CODES = new Set([6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436]);
+
+/** Whether a driver error means the database cannot be reached or cannot serve now (a client may retry), rather than a bad request. */
+function isUnavailable(error: unknown): boolean {
+  if (error instanceof MongoServerSelectionError || error instanceof MongoNetworkError || error instanceof MongoNotConnectedError) return true;
+  if (error instanceof MongoServerClosedError || error instanceof MongoTopologyClosedError) return true;
+  if (!(error instanceof MongoError)) return false;
+  // The pool's own errors are not exported as classes.
+  if (error.name === 'MongoPoolClosedError' || error.name === 'MongoWaitQueueTimeoutError') return true;
+  return error.hasErrorLabel('RetryableWriteError') || (typeof error.code === 'number' && UNAVAILABLE_CODES.has(error.code));
+}
 
 export type ChangeSourceChoice = 'auto' | 'change-stream' | 'oplog' | 'poll' | 'ipc';
 
@@ -37,6 +51,12 @@ export interface MongoStoreOptions {
   fenceTimeoutMs?: number;
   /** How long operations wait for a reachable server before failing. */
   serverSelectionTimeoutMs?: number;
+  /**
+   * An operation with no answer after this long fails with 503 (default 30000 ms): a server
+   * restart can leave an operation waiting on a connection that will never answer, and a method
+   * waiting on it would hold its client's method queue forever.
+   */
+  operationTimeoutMs?: number;
   /** For change source `ipc` (a worker): the primary's change feed, and what it follows the database with. */
   feed?: { link: FeedLink; name: string };
   /**
@@ -52,7 +72,15 @@ async function connected(url: string, serverSelectionTimeoutMS: number): Promise
   // A timeout written in the URL wins (an options object would override it).
   const timeoutInUrl = /[?&]serverSelectionTimeoutMS=(\d+)/i.exec(url);
   if (timeoutInUrl) serverSelectionTimeoutMS = Number(timeoutInUrl[1]);
-  const client = new MongoClient(url, { serverSelectionTimeoutMS });
+  // The driver's connect timeout (30 s by default) also bounds how long its monitor waits on a server
+  // that accepts a connection but does not answer yet (one restarting); 5 s is plenty on a LAN.
+  const connectTimeoutMS = /[?&]connectTimeoutMS=/i.test(url) ? undefined : 5000;
+  // Command monitoring feeds the APM's per-command figures (a few events per command; none when APM is off).
+  const client = new MongoClient(url, { serverSelectionTimeoutMS, ...(connectTimeoutMS ? { connectTimeoutMS } : {}), monitorCommands: apm.enabled });
+  if (apm.enabled) {
+    client.on('commandSucceeded', (event) => apm.database.command(event.commandName, event.duration, false));
+    client.on('commandFailed', (event) => apm.database.command(event.commandName, event.duration, true));
+  }
   try {
     return await client.connect();
   } catch (error) {
@@ -107,6 +135,7 @@ export class MongoStore implements StorageDriver {
         publish: this.fanout ? (c, changes) => this.fanout!.published(c, changes) : undefined,
         countRead: (n) => dataMetrics.databaseReads.inc(n),
         translate: (error) => this.translate(error),
+        operationTimeoutMs: this.options.operationTimeoutMs ?? 30000,
       });
       this.collections.set(name, collection);
     }
@@ -159,9 +188,7 @@ export class MongoStore implements StorageDriver {
   }
 
   private translate(error: unknown): Error {
-    if (error instanceof MongoServerSelectionError || error instanceof MongoNetworkError || error instanceof MongoNotConnectedError) {
-      return new DatabaseUnavailableError((error as Error).message, error);
-    }
+    if (isUnavailable(error)) return new DatabaseUnavailableError((error as Error).message, error);
     return error instanceof Error ? error : new Error(String(error));
   }
 

@@ -1,23 +1,28 @@
 /**
- * What happens between a reconnect and the moment the client trusts the new
- * session's data (Meteor's "quiescence"). The server re-sends the documents of
- * every re-sent subscription; anything it does not re-send is gone. Until every
- * subscription that was ready has become ready again, and every method sent on
- * the new connection is `updated`, data messages are held back so that the old
- * data stays visible; then the store switches over in one step.
+ * Times when data messages are held back and then applied in one step
+ * (Meteor's "quiescence"): after a reconnect to a new session, until every
+ * subscription that was ready is ready again and every call sent on the new
+ * connection is `updated`, so the old data stays on screen and the store then
+ * switches over at once (`reset`); and while a `wait` call (a login) is in
+ * flight, until its `updated`, so the page never shows half of what it changed.
  */
 import type { NosubMessage, ReadyMessage, UpdatedMessage } from '../ddp/messages.js';
 import type { DocumentMessage } from './documents.js';
 
-/** Messages that change what the application sees, and so wait during a resync. */
+/** Messages that change what the application sees, and so wait during quiescence. */
 export type DataMessage = DocumentMessage | ReadyMessage | NosubMessage | UpdatedMessage;
 
-export class Resync {
+export class Quiescence {
   private readonly subscriptions: Set<string>;
   private readonly methods: Set<string>;
   private readonly held: DataMessage[] = [];
 
-  constructor(subscriptionIds: Iterable<string>, methodIds: Iterable<string>) {
+  constructor(
+    /** True after a reconnect to a new session: the held messages replace the store's contents. */
+    readonly reset: boolean,
+    subscriptionIds: Iterable<string>,
+    methodIds: Iterable<string>,
+  ) {
     this.subscriptions = new Set(subscriptionIds);
     this.methods = new Set(methodIds);
   }
@@ -44,6 +49,11 @@ export class Resync {
         for (const id of message.methods) this.methods.delete(id);
         break;
     }
+  }
+
+  /** Also wait for this call's `updated` (a `wait` call sent meanwhile). */
+  waitForMethod(id: string): void {
+    this.methods.add(id);
   }
 
   /** A subscription the application stopped is no longer waited for. */

@@ -1,0 +1,167 @@
+/**
+ * `perseid top`, `perseid advise` and `perseid capacity`: the dashboard's
+ * figures in a terminal, read from a running server's operational endpoints
+ * (`/perseid/dashboard.json`, `/perseid/advice`, `/perseid/capacity`) with the
+ * admin token when one is set.
+ */
+import type { IndexAdvice } from '../metrics/advisor.js';
+import type { CapacityReport } from '../metrics/capacity.js';
+import type { DashboardView } from '../metrics/dashboard-view.js';
+import { integerOption, UsageError, type CommandSpec, type OptionSpec, type Parsed } from './args.js';
+import { StartupError } from './startup-error.js';
+
+const common: Record<string, OptionSpec> = {
+  url: { type: 'string', env: 'PERSEID_URL', default: 'http://127.0.0.1:3000', value: '<url>', help: 'The server (or a workers\' primary, or its --admin-port)' },
+  token: { type: 'string', env: 'PERSEID_ADMIN_TOKEN', value: '<token>', help: 'The admin token, when the server requires one' },
+  json: { type: 'boolean', help: 'Print the figures as JSON' },
+};
+
+export const topCommand: CommandSpec = {
+  name: 'top',
+  summary: 'Show a running server\'s methods, publications, live queries, process, slowest calls, errors, advice and capacity, refreshed.',
+  usage: 'perseid top [--url <url>] [options]',
+  options: {
+    ...common,
+    interval: { type: 'string', default: '2000', value: '<ms>', help: 'Refresh every this many milliseconds' },
+    once: { type: 'boolean', help: 'Print once and exit' },
+  },
+  details: 'Ctrl-C stops. The figures are those of /perseid/dashboard (recent window: the last 30 to 60 s).',
+};
+
+export const adviseCommand: CommandSpec = {
+  name: 'advise',
+  summary: 'Print the index advice of a running server: the createIndexAsync lines to run for the queries that scan, and indexes a longer one covers.',
+  usage: 'perseid advise [--url <url>] [options]',
+  options: common,
+};
+
+export const capacityCommand: CommandSpec = {
+  name: 'capacity',
+  summary: 'Print a running server\'s CPU and memory per 100 sessions (and users), its event-loop headroom, and the instances N sessions need.',
+  usage: 'perseid capacity [--url <url>] --sessions <n> [options]',
+  options: {
+    ...common,
+    sessions: { type: 'string', value: '<n>', help: 'Plan for this many sessions' },
+    cpu: { type: 'string', default: '70', value: '<percent>', help: 'CPU each instance may run at, percent of one core' },
+    memory: { type: 'string', value: '<MiB>', help: 'Memory each instance may use' },
+  },
+  details: 'Measure under real traffic (or `perseid load`): with no session open there is nothing to divide by.',
+};
+
+async function fetchJson<T>(parsed: Parsed, path: string): Promise<T> {
+  const base = String(parsed.values.url).replace(/\/+$/, '');
+  let url: URL;
+  try {
+    url = new URL(base + path);
+  } catch {
+    throw new UsageError(`--url must be an http(s) URL (got ${base})`);
+  }
+  const token = parsed.values.token as string | undefined;
+  let res: Response;
+  try {
+    res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(10000) });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
+    throw new StartupError(`cannot reach ${url.origin} (${cause}): is the server running there? (--url)`);
+  }
+  if (res.status === 401) throw new StartupError(`${url.origin} wants its admin token: pass --token or set PERSEID_ADMIN_TOKEN`);
+  if (res.status === 403) throw new StartupError(`${url.origin} answers its operational endpoints to loopback only: run this on the server's machine, or set PERSEID_ADMIN_TOKEN on both sides`);
+  if (res.status === 404) throw new StartupError(`${url.origin}${path} is not found: is it a Perseid server (with --admin-port, use that port)?`);
+  if (!res.ok) throw new StartupError(`${url.origin}${path} answered ${res.status}: ${(await res.text()).trim()}`);
+  return (await res.json()) as T;
+}
+
+const f = (v: number | null | undefined, digits = 1) => (v === null || v === undefined || Number.isNaN(v) ? '–' : v.toFixed(digits));
+
+function table(head: string[], rows: Array<Array<string | number>>): string[] {
+  const cells = [head, ...rows.map((r) => r.map(String))];
+  const widths = head.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  return cells.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '));
+}
+
+/** A call's breakdown as a bar of `width` characters: w(ait) d(b) a(sync) c(ompute). */
+function bar(parts: Record<string, number>, total: number, width = 20): string {
+  let out = '';
+  for (const [part, char] of [['wait', 'w'], ['db', 'd'], ['async', 'a'], ['compute', 'c']] as const) out += char.repeat(Math.round(((parts[part] ?? 0) / Math.max(total, 0.001)) * width));
+  return out.padEnd(width, ' ').slice(0, width);
+}
+
+export function capacityLines(c: CapacityReport): string[] {
+  const lines = [
+    `${c.sessions} sessions, ${c.users} users over ${c.processes} process(es); event-loop headroom ${f(c.eventLoopHeadroomPercent, 0)} %, delay p99 ${f(c.lagP99Ms)} ms`,
+    `per 100 sessions: ${f(c.cpuPer100Sessions)} % CPU, ${f(c.memoryMbPer100Sessions)} MB; per 100 users: ${f(c.cpuPer100Users)} % CPU, ${f(c.memoryMbPer100Users)} MB`,
+  ];
+  if (c.plan) {
+    lines.push(
+      c.plan.instances === null
+        ? `${c.plan.sessions} sessions: unknown (nothing measured yet)`
+        : `${c.plan.sessions} sessions at ${c.plan.cpuPercent} % CPU need ${c.plan.instances} instance(s) (by CPU ${c.plan.byCpu}${c.plan.byMemory !== undefined ? `, by memory ${c.plan.byMemory ?? '–'}` : ''}; ${c.plan.sessionsPerInstance ?? '–'} sessions each)`,
+    );
+  }
+  if (c.note) lines.push(c.note);
+  return lines;
+}
+
+export function adviceLines(advice: IndexAdvice[]): string[] {
+  if (advice.length === 0) return ['No index advice: no query shape seen so far scans.'];
+  return advice.flatMap((a) => [
+    a.line,
+    `  // ${a.reason}${a.shapes.length ? `: ${a.shapes.join('; ')}` : ''}`,
+    ...(a.cost ? [`  // ${a.cost.ops} ops, ${f(a.cost.docsExaminedPerSecond, 0)} docs examined/s, ${f(a.cost.avgMs, 2)} ms avg`] : []),
+  ]);
+}
+
+export function topScreen(v: DashboardView): string {
+  const out: string[] = [`perseid top · ${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
+  out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
+  out.push('', 'Methods (recent)');
+  out.push(...table(['method', 'calls', 'errors', '/s', 'p50', 'p95', 'p99', 'wait', 'db', 'async', 'compute', 'waitedOn'], v.methods.slice(0, 15).map((m) => [m.name, m.calls, m.errors, f(m.rate, 2), f(m.p50), f(m.p95), f(m.p99), f(m.breakdown.wait), f(m.breakdown.db), f(m.breakdown.async), f(m.breakdown.compute), f(m.breakdown.waitedOn)])));
+  out.push('', 'Publications');
+  out.push(...table(['publication', 'subs', 'active', 'errors', '/s', 'ready p50', 'ready p95', 'initial docs', 'live docs', 'reuse %'], v.publications.slice(0, 10).map((p) => [p.name, p.subs, p.active, p.errors, f(p.rate, 2), f(p.readyP50), f(p.readyP95), p.initialDocs, p.liveDocs, f(100 * p.observerReuse, 0)])));
+  const lq = v.liveQueries;
+  out.push('', `Live queries: ${lq.active} active (${Object.entries(lq.byStrategy).map(([k, n]) => `${k} ${n}`).join(', ')}), ${lq.created} created, ${lq.reused} reused (${f(100 * lq.reuseRatio, 0)} %), ${lq.docsRead} documents read, ${lq.requeries} re-queries`);
+  out.push('', 'Slowest calls [w=wait d=db a=async c=compute]');
+  out.push(...table(['call', 'total ms', 'breakdown', 'waitedOn'], v.traces.slice(0, 8).map((t) => [`${t.kind} ${t.name}`, f(t.total), `[${bar(t as unknown as Record<string, number>, t.total)}]`, f(t.waitedOn)])));
+  if (v.errors.length) {
+    out.push('', 'Recent errors');
+    for (const e of v.errors.slice(0, 5)) out.push(`  ${e.count}× ${e.kind} ${e.name}: ${e.message}`);
+  }
+  out.push('', 'Index advice', ...adviceLines(v.advice).slice(0, 9).map((l) => `  ${l}`));
+  out.push('', 'Capacity', ...capacityLines(v.capacity).map((l) => `  ${l}`));
+  const jobs = v.jobs as { jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; nextRunAt?: string }> } | undefined;
+  if (jobs?.jobs?.length) {
+    out.push('', 'Jobs');
+    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'next run'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.nextRunAt ?? '–'])));
+  }
+  return out.join('\n');
+}
+
+export async function runTop(parsed: Parsed): Promise<number> {
+  const interval = integerOption(parsed.values, 'interval', 200, 3600000)!;
+  for (;;) {
+    const view = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json');
+    if (parsed.values.json) process.stdout.write(JSON.stringify(view) + '\n');
+    else process.stdout.write((process.stdout.isTTY && !parsed.values.once ? '\x1b[2J\x1b[H' : '') + topScreen(view) + '\n');
+    if (parsed.values.once) return 0;
+    await new Promise((r) => setTimeout(r, interval));
+  }
+}
+
+export async function runAdvise(parsed: Parsed): Promise<number> {
+  const advice = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice');
+  process.stdout.write((parsed.values.json ? JSON.stringify(advice, null, 2) : adviceLines(advice).join('\n')) + '\n');
+  return 0;
+}
+
+export async function runCapacity(parsed: Parsed): Promise<number> {
+  const query = new URLSearchParams();
+  if (parsed.values.sessions !== undefined) query.set('sessions', String(integerOption(parsed.values, 'sessions', 1, 1e9)));
+  const cpu = Number(parsed.values.cpu);
+  if (!(cpu > 0)) throw new UsageError(`--cpu must be a positive percentage of one core (got ${String(parsed.values.cpu)})`);
+  query.set('cpu', String(cpu));
+  if (parsed.values.memory !== undefined) query.set('memory', String(integerOption(parsed.values, 'memory', 1, 1e9)));
+  if (parsed.values.sessions === undefined) query.delete('cpu');
+  const report = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`);
+  process.stdout.write((parsed.values.json ? JSON.stringify(report, null, 2) : capacityLines(report).join('\n')) + '\n');
+  return 0;
+}

@@ -1,0 +1,232 @@
+/**
+ * The figures a person reads (the dashboard, `perseid top`), computed from one
+ * or more processes' snapshots: histograms merged across workers and turned
+ * into percentiles, breakdowns into means per call, charts' points summed
+ * over workers, traces and errors merged, with index advice and capacity.
+ */
+import { adviceFor, capacityFor, type ApmSnapshot, type HistoryPoint } from './apm.js';
+import type { IndexAdvice } from './advisor.js';
+import type { CapacityReport, CapacityTarget } from './capacity.js';
+import type { ErrorRecord } from './error-store.js';
+import { Histogram } from './histogram.js';
+import { PARTS } from './method-stats.js';
+import type { TraceRecord } from './trace.js';
+
+export interface MethodRow {
+  name: string;
+  calls: number;
+  errors: number;
+  /** Calls per second over the recent window (30 to 60 s). */
+  rate: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  /** Mean ms per call since start, per part (wait, db, async, compute, waitedOn). */
+  breakdown: Record<(typeof PARTS)[number], number>;
+}
+
+export interface PublicationRow {
+  name: string;
+  subs: number;
+  active: number;
+  errors: number;
+  /** Subscriptions per second over the recent window. */
+  rate: number;
+  readyP50: number;
+  readyP95: number;
+  initialDocs: number;
+  /** Documents sent after ready (added, changed, removed) over every subscriber. */
+  liveDocs: number;
+  /** Share of its cursors that joined a running live query. */
+  observerReuse: number;
+}
+
+export interface ProcessRow {
+  worker?: string;
+  pid: number;
+  cpu: number;
+  rssMb: number;
+  heapMb: number;
+  lagP99: number;
+  utilization: number;
+  gcMs: number;
+  sessions: number;
+}
+
+export interface DashboardView {
+  at: number;
+  processes: ProcessRow[];
+  history: HistoryPoint[];
+  methods: MethodRow[];
+  publications: PublicationRow[];
+  liveQueries: { created: number; reused: number; reuseRatio: number; active: number; docsRead: number; requeries: number; byStrategy: Record<string, number> };
+  shapes: Array<{ collection: string; shape: string; ops: number; avgMs: number; returned: number; examinedPerReturned: number | null; plan?: string }>;
+  traces: TraceRecord[];
+  errors: ErrorRecord[];
+  advice: IndexAdvice[];
+  capacity: CapacityReport;
+  jobs?: unknown;
+}
+
+/** How long the recent window covers, s (two rotations of 30 s: between 30 and 60; 45 on average). */
+const RECENT_SECONDS = 45;
+
+function counter(snapshot: ApmSnapshot, name: string): number {
+  return snapshot.reports.reduce((n, r) => n + (r.counters.find((c) => c.name === name)?.value ?? 0), 0);
+}
+
+/** Points of every process summed by their position from the newest (they sample at the same period). */
+function mergeHistory(histories: HistoryPoint[][]): HistoryPoint[] {
+  if (histories.length === 1) return histories[0]!;
+  const length = Math.max(0, ...histories.map((h) => h.length));
+  const out: HistoryPoint[] = [];
+  for (let back = length; back >= 1; back--) {
+    const points = histories.map((h) => h[h.length - back]).filter((p): p is HistoryPoint => p !== undefined);
+    const sum = (f: (p: HistoryPoint) => number) => points.reduce((n, p) => n + f(p), 0);
+    const max = (f: (p: HistoryPoint) => number) => Math.max(0, ...points.map(f));
+    out.push({
+      t: max((p) => p.t),
+      cpu: sum((p) => p.cpu),
+      rssMb: sum((p) => p.rssMb),
+      heapMb: sum((p) => p.heapMb),
+      lagP99: max((p) => p.lagP99),
+      gcMs: sum((p) => p.gcMs),
+      sessions: sum((p) => p.sessions),
+      methodsPerSec: sum((p) => p.methodsPerSec),
+      subsPerSec: sum((p) => p.subsPerSec),
+      messagesInPerSec: sum((p) => p.messagesInPerSec),
+      docsReadPerSec: sum((p) => p.docsReadPerSec),
+      // The worst process's percentiles: a merged percentile would need the intervals' histograms.
+      methodP50: max((p) => p.methodP50),
+      methodP95: max((p) => p.methodP95),
+      methodP99: max((p) => p.methodP99),
+      readyP95: max((p) => p.readyP95),
+    });
+  }
+  return out;
+}
+
+export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): DashboardView {
+  const { reports } = snapshot;
+  const methods = new Map<string, { calls: number; errors: number; recentCalls: number; recent: Histogram; parts: number[] }>();
+  for (const r of reports) {
+    for (const m of r.methods) {
+      const row = methods.get(m.name) ?? { calls: 0, errors: 0, recentCalls: 0, recent: new Histogram(), parts: PARTS.map(() => 0) };
+      row.calls += m.calls;
+      row.errors += m.errors;
+      row.recentCalls += m.recent.calls;
+      row.recent.add(m.recent.time.count > 0 ? m.recent.time : m.time);
+      m.parts.forEach((v, i) => (row.parts[i]! += v));
+      methods.set(m.name, row);
+    }
+  }
+  const publications = new Map<string, PublicationRow & { ready: Histogram; reused: number; observers: number; recentSubs: number }>();
+  for (const r of reports) {
+    for (const p of r.publications) {
+      const row = publications.get(p.name) ?? { name: p.name, subs: 0, active: 0, errors: 0, rate: 0, readyP50: 0, readyP95: 0, initialDocs: 0, liveDocs: 0, observerReuse: 0, ready: new Histogram(), reused: 0, observers: 0, recentSubs: 0 };
+      row.subs += p.subs;
+      row.active += p.active;
+      row.errors += p.errors;
+      row.initialDocs += p.initialDocs;
+      row.liveDocs += p.live.added + p.live.changed + p.live.removed;
+      row.recentSubs += p.recentSubs;
+      row.ready.add(p.recentReady.count > 0 ? p.recentReady : p.ready);
+      row.reused += p.observersReused;
+      row.observers += p.observersCreated + p.observersReused;
+      publications.set(p.name, row);
+    }
+  }
+  const created = counter(snapshot, 'perseid_live_queries_created_total');
+  const reused = counter(snapshot, 'perseid_live_query_reuses_total');
+  const byStrategy: Record<string, number> = {};
+  for (const r of reports) for (const [k, v] of Object.entries(r.liveQueries.active)) byStrategy[k] = (byStrategy[k] ?? 0) + v;
+  const traces = reports
+    .flatMap((r) => r.traces)
+    .sort((a, b) => b.total - a.total)
+    .slice(0, 30);
+  const errors = reports
+    .flatMap((r) => r.errors)
+    .sort((a, b) => b.lastAt - a.lastAt)
+    .slice(0, 30);
+  const shapes = reports
+    .flatMap((r) => r.database.shapes)
+    .sort((a, b) => b.timeMs - a.timeMs)
+    .slice(0, 30)
+    .map((s) => {
+      const row: DashboardView['shapes'][number] = {
+        collection: s.collection,
+        shape: s.shape.key,
+        ops: s.ops,
+        avgMs: s.ops ? s.timeMs / s.ops : 0,
+        returned: s.returned,
+        examinedPerReturned: s.measuredOps > 0 ? s.examined / Math.max(1, s.measuredReturned) : null,
+      };
+      if (s.plan) row.plan = s.plan.index ? `${s.plan.stage} ${s.plan.index}` : s.plan.stage;
+      return row;
+    });
+  const view: DashboardView = {
+    at: Date.now(),
+    processes: reports.map((r) => {
+      const row: ProcessRow = {
+        pid: r.pid,
+        cpu: r.process.cpuUser + r.process.cpuSystem,
+        rssMb: r.process.rssMb,
+        heapMb: r.process.heapUsedMb,
+        lagP99: r.process.lagP99,
+        utilization: r.process.utilization,
+        gcMs: Object.values(r.process.gcMs).reduce((a, b) => a + b, 0),
+        sessions: r.sessions.sessions,
+      };
+      if (r.worker !== undefined) row.worker = r.worker;
+      return row;
+    }),
+    history: mergeHistory(reports.map((r) => r.history)),
+    methods: [...methods]
+      .map(([name, m]) => ({
+        name,
+        calls: m.calls,
+        errors: m.errors,
+        rate: m.recentCalls / RECENT_SECONDS,
+        p50: m.recent.percentile(50),
+        p95: m.recent.percentile(95),
+        p99: m.recent.percentile(99),
+        breakdown: Object.fromEntries(PARTS.map((part, i) => [part, m.calls ? m.parts[i]! / m.calls : 0])) as MethodRow['breakdown'],
+      }))
+      .sort((a, b) => b.calls - a.calls),
+    publications: [...publications.values()]
+      .map(({ ready, reused: r, observers, recentSubs, ...row }) => ({
+        ...row,
+        rate: recentSubs / RECENT_SECONDS,
+        readyP50: ready.percentile(50),
+        readyP95: ready.percentile(95),
+        observerReuse: observers ? r / observers : 0,
+      }))
+      .sort((a, b) => b.subs - a.subs),
+    liveQueries: {
+      created,
+      reused,
+      reuseRatio: created + reused > 0 ? reused / (created + reused) : 0,
+      active: counter(snapshot, 'perseid_live_queries_active'),
+      docsRead: counter(snapshot, 'perseid_live_query_documents_read_total'),
+      requeries: counter(snapshot, 'perseid_live_query_requeries_total'),
+      byStrategy,
+    },
+    shapes,
+    traces,
+    errors,
+    advice: adviceFor(snapshot),
+    capacity: capacityFor(reports, target),
+  };
+  if (snapshot.jobs !== undefined) view.jobs = snapshot.jobs;
+  return view;
+}
+
+/** Several processes' snapshots as one (a primary's workers). */
+export function mergeSnapshots(snapshots: readonly ApmSnapshot[]): ApmSnapshot {
+  const out: ApmSnapshot = { reports: snapshots.flatMap((s) => s.reports), indexes: {} };
+  for (const s of snapshots) {
+    for (const [c, list] of Object.entries(s.indexes)) if (list) out.indexes[c] ??= list;
+    if (s.jobs !== undefined && out.jobs === undefined) out.jobs = s.jobs;
+  }
+  return out;
+}

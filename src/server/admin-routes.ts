@@ -1,0 +1,97 @@
+/**
+ * The APM's HTTP endpoints, all behind the admin check (admin-access.ts):
+ * `/metrics` (Prometheus text), `/perseid/apm` (this process's figures as
+ * JSON: what a primary collects from its workers and the CLIs read),
+ * `/perseid/dashboard` (the live page) and its `/perseid/dashboard.json`,
+ * `/perseid/advice` (index advice) and `/perseid/capacity?sessions=N&cpu=X`.
+ * Where the figures come from is a source: this process, or a primary's
+ * workers (cluster/primary.ts), so one scrape covers a machine.
+ */
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { adviceFor, apm, capacityFor, type ApmSnapshot } from '../metrics/apm.js';
+import type { CapacityTarget } from '../metrics/capacity.js';
+import { dashboardPage } from '../metrics/dashboard-page.js';
+import { dashboardView } from '../metrics/dashboard-view.js';
+import { PROMETHEUS_CONTENT_TYPE, prometheusText } from '../metrics/prometheus.js';
+import { adminRefusal, guardAdmin, type AdminAccess } from './admin-access.js';
+
+/** Where the figures come from. */
+export type ApmSource = () => Promise<ApmSnapshot>;
+
+export const localApm: ApmSource = () => apm.snapshot();
+
+const PATHS = new Set(['/metrics', '/perseid/apm', '/perseid/dashboard', '/perseid/dashboard.json', '/perseid/advice', '/perseid/capacity']);
+
+export function isAdminPath(path: string): boolean {
+  return PATHS.has(path);
+}
+
+function json(res: ServerResponse, body: unknown): void {
+  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(JSON.stringify(body));
+}
+
+/** `?sessions=N&cpu=X&memory=M` as a capacity target; a one-line error for a bad value. */
+export function capacityTarget(query: URLSearchParams): CapacityTarget | string | undefined {
+  const sessions = query.get('sessions');
+  if (sessions === null) return undefined;
+  const target: CapacityTarget = { sessions: Number(sessions) };
+  if (!Number.isInteger(target.sessions) || target.sessions <= 0) return 'sessions must be a positive whole number';
+  const cpu = query.get('cpu');
+  if (cpu !== null) {
+    target.cpuPercent = Number(cpu);
+    if (!(target.cpuPercent > 0)) return 'cpu must be a positive percentage of one core';
+  }
+  const memory = query.get('memory');
+  if (memory !== null) {
+    target.memoryMb = Number(memory);
+    if (!(target.memoryMb > 0)) return 'memory must be a positive number of MiB';
+  }
+  return target;
+}
+
+/** Answers an admin path (see isAdminPath). */
+export function handleAdmin(path: string, req: IncomingMessage, res: ServerResponse, access: AdminAccess, source: ApmSource): void {
+  if (path === '/perseid/dashboard') {
+    // The page holds no figures; refused (401) it still comes with its token form, so a browser can log in.
+    const refusal = adminRefusal(req, access);
+    if (refusal?.status === 403) {
+      guardAdmin(req, res, access);
+      return;
+    }
+    const nonce = randomBytes(16).toString('base64');
+    res.writeHead(refusal ? 401 : 200, {
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-store',
+      'content-security-policy': `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'`,
+      'x-frame-options': 'DENY',
+    });
+    res.end(dashboardPage(nonce));
+    return;
+  }
+  if (!guardAdmin(req, res, access)) return;
+  const query = new URL(req.url ?? '/', 'http://x').searchParams;
+  const target = capacityTarget(query);
+  if (typeof target === 'string') {
+    res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end(target + '\n');
+    return;
+  }
+  source().then(
+    async (snapshot) => {
+      if (path === '/metrics') {
+        const text = await prometheusText(snapshot.reports);
+        res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'cache-control': 'no-store' });
+        res.end(text);
+      } else if (path === '/perseid/apm') json(res, snapshot);
+      else if (path === '/perseid/dashboard.json') json(res, dashboardView(snapshot, target));
+      else if (path === '/perseid/advice') json(res, adviceFor(snapshot));
+      else json(res, capacityFor(snapshot.reports, target));
+    },
+    (error: unknown) => {
+      res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
+      res.end(`Could not collect the figures: ${error instanceof Error ? error.message : String(error)}\n`);
+    },
+  );
+}

@@ -1,0 +1,99 @@
+/**
+ * The APM from the command line, as real processes: `perseid start
+ * --admin-port` serves the operational endpoints on their own port only, and
+ * `perseid top`, `perseid advise` and `perseid capacity` read them, with the
+ * admin token when the server wants one, and say in one line what to do when
+ * they cannot.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { CLI, startPerseid, type PerseidProcess } from './processes.js';
+import { RawPeer } from './helpers.js';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject).listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function perseid(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, PERSEID_ADMIN_TOKEN: '', ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('perseid top, advise and capacity against perseid start --admin-port', () => {
+  let server: PerseidProcess;
+  let adminUrl = '';
+  const dir = mkdtempSync(join(tmpdir(), 'perseid-apm-cli-'));
+
+  before(async () => {
+    const adminPort = await freePort();
+    adminUrl = `http://127.0.0.1:${adminPort}`;
+    server = await startPerseid('dist/examples/tasks/app.js', ['--port', '0', '--data-dir', join(dir, 'data'), '--admin-port', String(adminPort)], { PERSEID_ADMIN_TOKEN: 'cli-token-1' });
+  });
+
+  after(async () => {
+    await server?.stop('SIGTERM');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves the operational endpoints on the admin port only', async () => {
+    for (const path of ['/metrics', '/perseid/dashboard', '/perseid/stats']) {
+      assert.equal((await fetch(server.url + path)).status, 404, `${path} on the main port`);
+      assert.equal((await fetch(adminUrl + path)).status, 401, `${path} on the admin port wants the token`);
+    }
+    assert.equal((await fetch(`${adminUrl}/metrics`, { headers: { authorization: 'Bearer cli-token-1' } })).status, 200);
+    assert.equal((await fetch(`${adminUrl}/websocket`)).status, 404, 'the admin port serves no clients');
+  });
+
+  it('shows the figures of calls a client made, with the token', async () => {
+    const peer = await RawPeer.connected(`${server.url.replace(/^http/, 'ws')}/websocket`);
+    try {
+      await peer.call('1', 'insertTask', [{ description: 'from the cli test', sessionId: 'cli' }]);
+      const top = await perseid(['top', '--url', adminUrl, '--once', '--token', 'cli-token-1']);
+      assert.equal(top.code, 0, top.stderr);
+      assert.match(top.stdout, /^insertTask +1 +0 /m);
+      assert.match(top.stdout, /Slowest calls/);
+      assert.match(top.stdout, /method insertTask/);
+      const capacity = await perseid(['capacity', '--url', adminUrl, '--sessions', '5000', '--cpu', '60'], { PERSEID_ADMIN_TOKEN: 'cli-token-1' });
+      assert.equal(capacity.code, 0, capacity.stderr);
+      assert.match(capacity.stdout, /^1 sessions, 0 users over 1 process\(es\)/m);
+      assert.match(capacity.stdout, /^5000 sessions at 60 % CPU need \d+ instance\(s\)/m);
+      const advise = await perseid(['advise', '--url', adminUrl, '--json', '--token', 'cli-token-1']);
+      assert.equal(advise.code, 0, advise.stderr);
+      assert.ok(Array.isArray(JSON.parse(advise.stdout)));
+    } finally {
+      peer.ws.close();
+    }
+  });
+
+  it('says in one line what to do without the token, at a wrong address, or with a bad flag', async () => {
+    const refused = await perseid(['top', '--url', adminUrl, '--once']);
+    assert.equal(refused.code, 1);
+    assert.equal(refused.stderr, `perseid top: ${adminUrl} wants its admin token: pass --token or set PERSEID_ADMIN_TOKEN\n`);
+    const closed = await perseid(['advise', '--url', `http://127.0.0.1:${await freePort()}`]);
+    assert.equal(closed.code, 1);
+    assert.match(closed.stderr, /^perseid advise: cannot reach http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\): is the server running there\? \(--url\)\n$/);
+    const mainPort = await perseid(['advise', '--url', server.url, '--token', 'cli-token-1']);
+    assert.equal(mainPort.code, 1);
+    assert.match(mainPort.stderr, /is not found: is it a Perseid server \(with --admin-port, use that port\)\?\n$/);
+    const bad = await perseid(['capacity', '--url', adminUrl, '--sessions', 'lots']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /^perseid capacity: --sessions must be an integer/);
+  });
+});

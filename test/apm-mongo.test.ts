@@ -1,0 +1,60 @@
+/**
+ * The index advisor on MongoDB-wire servers, through the real driver: each new
+ * query shape is explained once where the server has `explain` (FerretDB
+ * reports its backend's plan), and on a server without it (mongo-java-server)
+ * the advice is inferred from the collection's indexes and says so. On both,
+ * creating the advised index makes the advice disappear.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { MongoClient } from 'mongodb';
+import { serviceUrl } from '../scripts/services/control.js';
+import { Collection } from '../src/collections/collection.js';
+import { openDatabase, type Database } from '../src/collections/database.js';
+import { apm } from '../src/metrics/apm.js';
+import { adviceFor } from '../src/metrics/apm.js';
+import { freshDatabase } from './databases.js';
+import { eventually } from './processes.js';
+import { needsServices } from './skips.js';
+
+const servers = { ferretdb: await serviceUrl('ferretdb'), 'mongo-java-server': await serviceUrl('mongo-java-server') };
+
+for (const [name, url] of Object.entries(servers)) {
+  describe(`the index advisor on ${name}`, { skip: needsServices({ [name]: url }) }, () => {
+    const target = url ? freshDatabase(url) : undefined;
+    let database: Database | undefined;
+    after(async () => {
+      await database?.close();
+      await target?.drop();
+    });
+
+    it('advises the ESR index for a scanning shape, and none once it exists', async () => {
+      const raw = await new MongoClient(target!.url).connect();
+      await raw.db().collection('orders').insertMany(Array.from({ length: 500 }, (_, i) => ({ _id: `o${i}` as never, owner: `u${i % 10}`, at: i })));
+      await raw.close();
+      database = await openDatabase({ mongoUrl: target!.url, changeSource: 'poll' });
+      const orders = new Collection<{ owner: string; at: number }>('orders', { database });
+      apm.reset();
+      for (let i = 0; i < 3; i++) assert.equal((await orders.find({ owner: `u${i}` }, { sort: { at: -1 }, limit: 5 }).fetchAsync()).length, 5);
+      const shapeOf = () => apm.report().database.shapes.find((s) => s.collection === 'orders' && s.shape.key === '{owner: eq} sort {at: -1}');
+      assert.equal(shapeOf()?.ops, 3);
+      const advise = async () => adviceFor(await apm.snapshot()).filter((a) => a.collection === 'orders');
+      if (name === 'ferretdb') {
+        await eventually(() => shapeOf()?.plan !== undefined, 'the shape to be explained once');
+        assert.equal(shapeOf()!.plan!.sampled, true);
+        assert.equal(shapeOf()!.plan!.stage, 'COLLSCAN');
+      } else {
+        // No explain: give the attempt time to fail, then the advice is inferred from the indexes.
+        await eventually(() => apm.report().database.commands.some((c) => c.name === 'explain' && c.failures > 0), 'the explain attempt to fail');
+        assert.equal(shapeOf()!.plan, undefined);
+      }
+      const [advice] = await advise();
+      assert.ok(advice, 'advice for orders');
+      assert.deepEqual(advice.index, { owner: 1, at: -1 });
+      assert.equal(advice.line, "await new Collection('orders').createIndexAsync({ owner: 1, at: -1 });");
+      assert.equal(advice.cost!.inferred, name !== 'ferretdb');
+      await orders.createIndexAsync({ owner: 1, at: -1 });
+      assert.deepEqual(await advise(), []);
+    });
+  });
+}
