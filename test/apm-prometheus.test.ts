@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -18,21 +17,13 @@ import { serviceUrl } from '../scripts/services/control.js';
 import { freshDatabase } from './databases.js';
 import { eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
 import { needs, needsServices } from './skips.js';
+import { freePort } from '../scripts/services/process.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
 const mongo = await serviceUrl('mongo-java-server');
 const prometheusFound = spawnSync('prometheus', ['--version']).status === 0;
 const skip = needsServices({ 'mongo-java-server': mongo }) || (!prometheusFound && needs('Prometheus', 'apt-get install prometheus'));
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject).listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface PromResult {
   metric: Record<string, string>;

@@ -29,7 +29,7 @@ const redis = await serviceUrl('redis');
 const skip = needsServices({ 'mongo-java-server': mongo, redis });
 
 interface Stats {
-  cluster?: { servers: Array<{ url: string; sessions: number; cpuPercent: number }> };
+  cluster?: { servers: Array<{ url: string; sessions: number; cpuPercent: number; lagMs: number }> };
 }
 
 /** A client that stays and keeps calling, waiting out reconnects; it records what it saw. */
@@ -124,7 +124,8 @@ describe('perseid autoscale --local, with perseid load', { skip }, () => {
     // (not to one still busy starting up, which the balancer rightly counts as loaded).
     await eventually(async () => {
       const added = (await servers()).filter((s) => s.url !== front.url);
-      return added.length >= 1 && added.every((s) => s.cpuPercent < 50);
+      // Without event-loop lag too: the balancer rightly sends no client to a lagging server (see loadScore).
+      return added.length >= 1 && added.every((s) => s.cpuPercent < 50 && s.lagMs < 20);
     }, 'a second server, started and idle', 30000);
     const stayers = await Promise.all(
       Array.from({ length: 4 }, async () => {

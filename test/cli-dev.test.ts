@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -16,6 +15,7 @@ import { chromium } from 'playwright-core';
 import { DDPClient } from '../src/client/node.js';
 import { CLI, eventually, exited } from './processes.js';
 import { needs } from './skips.js';
+import { freePort } from '../scripts/services/process.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 
@@ -44,13 +44,6 @@ client.subscribe('notes');
 client.on('connected', () => { document.getElementById('version').textContent = 'connected'; });
 `;
 
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
-  const { port } = probe.address() as { port: number };
-  await new Promise((r) => probe.close(r));
-  return port;
-}
 
 interface Dev {
   child: ChildProcess;

@@ -4,12 +4,11 @@
  * message, and off entirely when configured so. Read from raw frames (RSV1 bit).
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { constants, inflateRawSync } from 'node:zlib';
 import type { Collection } from '../src/collections/collection.js';
-import { FrameReader } from '../scripts/fuzz/wire.js';
+import { FrameReader, openRawWebSocket, textFrame } from '../scripts/fuzz/wire.js';
 import { startServer, type TestServer } from './helpers.js';
 
 interface Frame {
@@ -25,40 +24,23 @@ class FramePeer {
   private readonly reader = new FrameReader();
   private constructor(private readonly socket: Socket) {}
 
-  static open(port: number, offerDeflate: boolean): Promise<FramePeer> {
-    return new Promise((resolve, reject) => {
-      const socket = connect({ host: '127.0.0.1', port });
-      const peer = new FramePeer(socket);
-      let head = Buffer.alloc(0);
-      const onData = (chunk: Buffer) => {
-        head = Buffer.concat([head, chunk]);
-        const end = head.indexOf('\r\n\r\n');
-        if (end === -1) return;
-        socket.off('data', onData);
-        const response = head.subarray(0, end).toString();
-        if (!response.startsWith('HTTP/1.1 101')) return reject(new Error(response));
-        peer.extensions = /sec-websocket-extensions: (.*)/i.exec(response)?.[1] ?? '';
-        socket.on('data', (d: Buffer) => peer.receive(d));
-        peer.receive(head.subarray(end + 4));
-        resolve(peer);
-      };
-      socket.on('data', onData);
-      socket.on('error', reject);
-      socket.on('connect', () =>
-        socket.write(
-          'GET /websocket HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
-            `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\n` +
-            (offerDeflate ? 'Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n' : '') +
-            '\r\n',
-        ),
-      );
-    });
+  static async open(port: number, offerDeflate: boolean): Promise<FramePeer> {
+    const offer: Record<string, string> = offerDeflate ? { 'Sec-WebSocket-Extensions': 'permessage-deflate; client_max_window_bits' } : {};
+    const { socket, response, rest } = await openRawWebSocket(port, '/websocket', offer);
+    if (!response.startsWith('HTTP/1.1 101')) {
+      socket.destroy();
+      throw new Error(response);
+    }
+    const peer = new FramePeer(socket);
+    peer.extensions = /sec-websocket-extensions: (.*)/i.exec(response)?.[1] ?? '';
+    socket.on('data', (d: Buffer) => peer.receive(d));
+    peer.receive(rest);
+    socket.resume();
+    return peer;
   }
 
   send(message: unknown): void {
-    const payload = Buffer.from(JSON.stringify(message));
-    const header = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
-    this.socket.write(Buffer.concat([header, Buffer.alloc(4), payload])); // zero mask key
+    this.socket.write(textFrame(JSON.stringify(message)));
   }
 
   async next(match: (f: Frame) => boolean): Promise<Frame> {

@@ -128,10 +128,13 @@ export function createChat(options: ChatOptions = {}) {
         await Rooms.updateAsync(room, { $setOnInsert: { createdAt: new Date() } }, { upsert: true });
         return room;
       },
-      async markRead(room: unknown) {
+      /** Marks `room` read up to the newest message seen there (`seen`, never later than now); a late call moves nothing back. */
+      async markRead(room: unknown, seen?: unknown) {
         if (!this.userId) return;
         const name = text(room, 'room', 100);
-        await Reads.updateAsync(`${this.userId}/${name}`, { $set: { userId: this.userId, room: name, at: new Date() } }, { upsert: true });
+        const now = new Date();
+        const at = seen instanceof Date && seen < now ? seen : now;
+        await Reads.updateAsync(`${this.userId}/${name}`, { $set: { userId: this.userId, room: name }, $max: { at } }, { upsert: true });
       },
     });
 

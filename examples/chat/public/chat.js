@@ -158,16 +158,20 @@ function showError(error) {
 
 // ---- reading ----
 
-/** One pending "read" per room: leaving a room does not cancel the one for it. */
+/**
+ * One pending "read" per room: leaving a room does not cancel the one for it. It
+ * says up to which message was seen, so a read sent late marks nothing newer.
+ */
 const readTimers = new Map();
 function markRead(name = room) {
   clearTimeout(readTimers.get(name));
   if (!client.userId() || document.visibilityState === 'hidden') return;
+  const [newest] = messages.find({ group: name }, { sort: { at: -1 }, limit: 1 });
   readTimers.set(
     name,
     setTimeout(() => {
       readTimers.delete(name);
-      client.call('markRead', name).catch(() => undefined);
+      client.call('markRead', name, newest?.at ?? new Date()).catch(() => undefined);
     }, 300),
   );
 }
