@@ -11,8 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { ChangeEvent, ChangeListener, ChangeSource } from '../src/data/change-source.js';
-import type { CollectionDriver, StorageDriver } from '../src/data/driver.js';
+import type { ChangeEvent } from '../src/data/change-source.js';
 import { openEmbeddedStore, type EmbeddedStore } from '../src/data/embedded/store.js';
 import type { Document, QuerySpec } from '../src/data/types.js';
 import { createWithSeeds } from '../src/ddp/random.js';
@@ -22,58 +21,7 @@ import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
 import { compileSelector, selectorEqualities } from '../src/query/selector.js';
 import { Query } from 'mingo';
 import './helpers.js';
-
-type Shape = 'doc' | 'modifier' | 'id';
-
-/** The embedded store, with its update events reshaped as the test says and its reads delayed a little (so queries are loading or busy while changes arrive). */
-class ReshapingDriver implements StorageDriver {
-  readonly kind = 'embedded (reshaped)';
-  readonly changes: ChangeSource;
-  /** How the events of the write under way are delivered. */
-  shape: { kind: Shape; modifier?: Document } = { kind: 'doc' };
-  private readonly wrapped = new Map<string, CollectionDriver>();
-
-  constructor(
-    private readonly store: EmbeddedStore,
-    private readonly delay: () => number,
-  ) {
-    const source = store.changes;
-    this.changes = {
-      name: 'reshaped write log',
-      watch: (collection: string, listener: ChangeListener) => source.watch(collection, (event) => listener(this.reshape(event))),
-      delivered: (token: unknown) => source.delivered(token),
-    };
-  }
-
-  private reshape(event: ChangeEvent): ChangeEvent {
-    if (event.op === 'remove' || event.op === 'resync') return event;
-    const { kind, modifier } = this.shape;
-    if (kind === 'doc') return event;
-    // As the MongoDB driver publishes its own writes: an update without the document; a
-    // document an upsert inserted, by id alone (its modifier says nothing of fields it lacks).
-    const { seq, collection, id } = event;
-    return kind === 'modifier' && modifier && event.op === 'update' ? { seq, collection, op: 'update', id, modifier } : { seq, collection, op: 'update', id };
-  }
-
-  collection(name: string): CollectionDriver {
-    let driver = this.wrapped.get(name);
-    if (!driver) {
-      const inner = this.store.collection(name);
-      driver = Object.create(inner) as CollectionDriver;
-      // Delays before the read and after it: a read's result may arrive after later changes.
-      driver.find = async (query) => {
-        await new Promise((resolve) => setTimeout(resolve, this.delay()));
-        const result = await inner.find(query);
-        await new Promise((resolve) => setTimeout(resolve, this.delay()));
-        return result;
-      };
-      this.wrapped.set(name, driver);
-    }
-    return driver;
-  }
-
-  async close(): Promise<void> {}
-}
+import { randomPause, ReshapingDriver } from './reshaping-driver.js';
 
 /** One observer's view of a live query's result. */
 function observe(registry: LiveQueryRegistry, spec: QuerySpec): { docs: Map<string, Document>; handle: Promise<ObserveHandle> } {
@@ -248,7 +196,7 @@ describe('change routing', () => {
   for (const seed of ['routing-1', 'routing-2', 'routing-3', 'routing-4']) {
     it(`keeps the same results as unrouted dispatch through random writes of every shape (${seed})`, async () => {
       const random = createWithSeeds(seed);
-      const driver = new ReshapingDriver(store, () => (random.fraction() < 0.3 ? Math.floor(random.fraction() * 4) : 0));
+      const driver = new ReshapingDriver(store, randomPause(() => (random.fraction() < 0.3 ? Math.floor(random.fraction() * 4) : 0)));
       const collection = `model-${seed}`;
       const routed = new LiveQueryRegistry(driver, { routeChanges: true, requeryThrottleMs: 5, windowBuffer: 2 });
       const unrouted = new LiveQueryRegistry(driver, { routeChanges: false, requeryThrottleMs: 5, windowBuffer: 2 });

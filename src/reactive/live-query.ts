@@ -313,6 +313,11 @@ export class LiveQuery {
 
   private async requery(): Promise<void> {
     if (this.state !== 'ready') return;
+    // A document read under way (begun while the timer waited) keeps events queued until it
+    // ends, and then schedules this again. Running now would put two reads in flight, and the
+    // first to end would apply events directly while the other's older result was still to
+    // come, undoing them.
+    if (this.busy) return;
     this.busy = true;
     this.requeryWanted = false;
     this.lastRequeryAt = Date.now();
