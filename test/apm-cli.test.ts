@@ -61,6 +61,7 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
       assert.match(top.stdout, /^insertTask +1 +0 /m);
       assert.match(top.stdout, /Slowest calls/);
       assert.match(top.stdout, /method insertTask/);
+      assert.match(top.stdout, /^Traffic: new sessions websocket \d+; in \d+ messages/m);
       const capacity = await perseid(['capacity', '--url', adminUrl, '--sessions', '5000', '--cpu', '60'], { PERSEID_ADMIN_TOKEN: 'cli-token-1' });
       assert.equal(capacity.code, 0, capacity.stderr);
       assert.match(capacity.stdout, /^1 sessions, 0 users over 1 process\(es\)/m);

@@ -132,6 +132,15 @@ describe('the APM dashboard in headless Chromium under load', { skip }, () => {
     assert.match(await text('t-jobs'), /digest/);
     assert.match(await text('t-shapes'), /\{owner: eq\} sort \{at: -1\}/);
     assert.match(await text('t-processes'), new RegExp(String(process.pid)));
+    // Publications' bytes, live queries by change source, and the traffic (new sessions by transport, in and out).
+    const pubRow = await page.$$eval('#t-pubs tr', (rows) => rows.map((r) => [...r.querySelectorAll('th,td')].map((c) => c.textContent ?? '')));
+    const initialKb = pubRow[0]!.indexOf('initial KB');
+    assert.ok(initialKb > 0, `an initial KB column: ${JSON.stringify(pubRow[0])}`);
+    assert.ok(Number(pubRow.find((r) => r[0] === 'notes')![initialKb]) > 0, `notes sent some initial bytes: ${JSON.stringify(pubRow)}`);
+    assert.match(await text('t-live'), /by change source.*embedded \d+/);
+    const opened = /websocket (\d+)/.exec(await text('t-traffic'));
+    assert.ok(opened && Number(opened[1]) >= clients.length, `new websocket sessions counted: ${await text('t-traffic')}`);
+    assert.match(await text('t-servers'), /not a cluster balancer/);
     mkdirSync('test-artifacts', { recursive: true });
     await page.screenshot({ path: 'test-artifacts/apm-dashboard.png', fullPage: true });
     assert.deepEqual(pageErrors, []);

@@ -1,8 +1,9 @@
 /**
  * A real Prometheus (Debian's `prometheus`) scrapes a real `perseid start
  * --workers 2` on mongo-java-server: one scrape of the primary covers both
- * workers (a `worker` label on every series), and Prometheus's query API
- * returns the method calls this test made. Prometheus runs on loopback from
+ * workers (a `worker` label on every series), the primary's own process
+ * (`worker="primary"`) and each worker's load summary (`server` label), and
+ * Prometheus's query API returns the method calls this test made. Prometheus runs on loopback from
  * a temporary config and data directory, and stops with the test.
  */
 import assert from 'node:assert/strict';
@@ -98,6 +99,23 @@ describe('Prometheus scrapes a primary with two workers', { skip }, () => {
       assert.match(text, new RegExp(`^perseid_process_resident_memory_bytes\\{worker="${worker}"\\} \\d+$`, 'm'));
     }
     assert.equal(text.match(/^# TYPE perseid_method_duration_seconds histogram$/gm)?.length, 1, 'one family, with a series per worker');
+    // The primary's own process, labelled as the primary, and every worker's summary, labelled by server.
+    assert.match(text, /^perseid_process_resident_memory_bytes\{worker="primary"\} \d+$/m);
+    assert.match(text, /^perseid_process_heap_used_bytes\{worker="primary"\} \d+$/m);
+    assert.match(text, /^perseid_process_cpu_seconds_total\{worker="primary",mode="user"\} [\d.e-]+$/m);
+    assert.match(text, /^perseid_event_loop_delay_seconds_count\{worker="primary"\} \d+$/m);
+    // A worker reports its load every second: its client shows once it has.
+    let summaries = text;
+    const hasSession = (worker: string) => new RegExp(`^perseid_server_sessions\\{server="worker-${worker}"\\} [1-9]\\d*$`, 'm').test(summaries);
+    await eventually(async () => {
+      summaries = await (await fetch(`${primary.url}/metrics`)).text();
+      return [...calls.keys()].every(hasSession);
+    }, 'each worker\'s summary to count its client', 10000);
+    for (const worker of calls.keys()) {
+      for (const family of ['cpu_percent', 'event_loop_delay_seconds', 'resident_memory_bytes', 'methods_per_second', 'method_p95_seconds']) {
+        assert.match(summaries, new RegExp(`^perseid_server_${family}\\{server="worker-${worker}"\\} [\\d.e-]+$`, 'm'));
+      }
+    }
     // The database work of the calls is there too, per collection and operation.
     assert.match(text, /^perseid_db_operation_duration_seconds_count\{worker="\d",collection="items",operation="insert"\} \d+$/m);
     assert.match(text, /^perseid_mongodb_command_duration_seconds_count\{worker="\d",command="insert"\} \d+$/m);
@@ -113,7 +131,8 @@ describe('Prometheus scrapes a primary with two workers', { skip }, () => {
     );
     const up = await query('up{job="perseid"}');
     assert.equal(up[0]?.value[1], '1');
-    const workers = await query('count(count by (worker) (perseid_process_cpu_seconds_total))');
-    assert.equal(workers[0]?.value[1], '2');
+    // Both workers and the primary.
+    const processes = await query('count(count by (worker) (perseid_process_cpu_seconds_total))');
+    assert.equal(processes[0]?.value[1], '3');
   });
 });

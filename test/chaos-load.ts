@@ -106,7 +106,10 @@ export async function showingLogs(processes: ReadonlyArray<{ log(): string } | u
     await test();
   } catch (error) {
     const tails = processes.map((p, i) => p && `--- process ${i}:\n${p.log().split('\n').filter((line) => !/method failed|reason="poll interval"/.test(line)).slice(-25).join('\n')}`);
-    (error as Error).message += `\n${tails.filter(Boolean).join('\n')}`;
+    const logs = `\n${tails.filter(Boolean).join('\n')}`;
+    (error as Error).message += logs;
+    // An AssertionError's stack (what the reporter prints) was written before: it gets the logs too.
+    if ((error as Error).stack && !(error as Error).stack!.includes(logs)) (error as Error).stack += logs;
     throw error;
   }
 }

@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
@@ -206,6 +207,15 @@ describe('a cluster of servers', { skip }, () => {
       const watched = await write!.call<string>('addItem', 0, 'writer');
       await all!.subscribe('items').ready();
       await single!.subscribe('item', watched).ready();
+      // A server first follows a newly watched collection whole, then narrows to its documents' channels once those are
+      // subscribed: measure only once the collection's channel has a single subscriber (the follower of it all).
+      const redisClient = new Redis(redis!);
+      try {
+        const channel = `perseid:${database.dbName}:items`;
+        await eventually(async () => ((await redisClient.pubsub('NUMSUB', channel)) as [string, number])[1] === 1, 'only the follower on the collection channel');
+      } finally {
+        redisClient.disconnect();
+      }
       const before = await Promise.all(servers.map(async (s) => (await stats(s)).perseid_fanout_received_total ?? 0));
 
       const ids: string[] = [];

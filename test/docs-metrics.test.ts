@@ -1,7 +1,7 @@
 /**
  * docs/reference/metrics.md lists every metric family `/metrics` serves: this
  * fails when a server (on the embedded store, and with the MongoDB driver's
- * families loaded) serves one the page lacks, or the page lists one no server
+ * families loaded, and a balancer's or primary's) serves one the page lacks, or the page lists one no server
  * serves, or their types differ.
  */
 import assert from 'node:assert/strict';
@@ -33,7 +33,9 @@ describe('the metrics reference page', () => {
       const report = apm.report();
       const empty = { counts: [], count: 0, sum: 0, max: 0 };
       report.database.commands.push({ name: 'find', count: 0, failures: 0, time: empty });
-      for (const [name, type] of families(await prometheusText([report]))) served.set(name, type);
+      // And those of a balancer's or a primary's: every server's summary, the primary's own process.
+      const extra = { servers: [{ server: 'a', sessions: 0, cpuPercent: 0, lagMs: 0, memoryMb: 0, methodsPerSec: 0, methodP95Ms: 0 }], primary: { pid: 1, ...apm.processFigures() } };
+      for (const [name, type] of families(await prometheusText([report], extra))) served.set(name, type);
       const page = readFileSync(new URL('../../docs/reference/metrics.md', import.meta.url), 'utf8');
       const listed = new Map([...page.matchAll(/^\| `(perseid_\w+)` \| (\w+) \|/gm)].map((m) => [m[1]!, m[2]!]));
       assert.deepEqual(

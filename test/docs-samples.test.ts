@@ -238,6 +238,23 @@ const RUNS: Record<string, () => Promise<void>> = {
       await client.call('addNote', 'two');
       assert.equal((await callsPerMethod(t.url)).addNote, before + 2);
     }),
+  'docs/samples/metrics/bytes.ts': () =>
+    withServer('docs/samples/getting-started/app.ts', async (client, t) => {
+      type Bytes = { publications: Record<string, { initial: number; live: number }>; compressionRatio: number | null };
+      const { publicationBytes } = await sample<{ publicationBytes(url: string): Promise<Bytes> }>('docs/samples/metrics/bytes.ts');
+      // The process's figures are shared with the other samples' runs: compared before and after.
+      const at = async () => (await publicationBytes(t.url)).publications.latestNotes ?? { initial: 0, live: 0 };
+      const start = await at();
+      await client.call('addNote', 'before the subscription');
+      await client.subscribe('latestNotes').ready;
+      const ready = await at();
+      assert.ok(ready.initial - start.initial > 'before the subscription'.length, JSON.stringify({ start, ready }));
+      assert.equal(ready.live, start.live);
+      await client.call('addNote', 'a live one');
+      const { publications, compressionRatio } = await publicationBytes(t.url);
+      assert.ok(publications.latestNotes!.live - ready.live > 'a live one'.length, JSON.stringify({ ready, now: publications.latestNotes }));
+      assert.ok(compressionRatio === null || compressionRatio > 0);
+    }),
   'docs/samples/load-testing/scenario.ts': async () => {
     const t = await serve('docs/samples/getting-started/app.ts');
     try {

@@ -172,3 +172,9 @@ export class RawPeer {
     for (const w of waiters) w();
   }
 }
+
+/** The value of the series `name{labels}` in a Prometheus text (labels exactly as served), or undefined when absent. */
+export function seriesValue(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}

@@ -17,6 +17,7 @@ import { dataMetrics } from '../src/data/data-metrics.js';
 import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
 import { createServer } from '../src/server/app.js';
 import { freshDatabase, mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
+import { apm } from '../src/metrics/apm.js';
 import { RawPeer } from './helpers.js';
 import { needs, skipOnMissing, START_SERVICES } from './skips.js';
 
@@ -81,9 +82,19 @@ function liveSuite(target: DatabaseTarget): void {
       await cleanup();
     });
 
-    it(`says which source serves its live queries`, () => {
+    it(`says which source serves its live queries, and the APM counts them by it`, async () => {
       const names: Record<string, string> = { 'change-stream': 'change stream', oplog: 'oplog tailing', poll: 'polling' };
       assert.match(database.driver.changes.name, new RegExp(names[target.source]!));
+      const kind = ({ 'change-stream': 'change-stream', oplog: 'oplog', poll: 'polling' } as Record<string, string>)[target.source]!;
+      assert.equal(database.driver.changes.kind, kind);
+      const before = apm.report().liveQueries;
+      const seen = await mirror(collection());
+      let after = apm.report().liveQueries;
+      assert.equal(after.createdBySource[kind], (before.createdBySource[kind] ?? 0) + 1);
+      assert.equal(after.activeBySource[kind], (before.activeBySource[kind] ?? 0) + 1);
+      seen.stop();
+      after = apm.report().liveQueries;
+      assert.equal(after.activeBySource[kind], before.activeBySource[kind] ?? 0);
     });
 
     it('follows this process\'s inserts, updates (matching and not), documents moving in and out, and removes', async () => {

@@ -27,6 +27,7 @@ export class ReshapingDriver implements StorageDriver {
     const source = store.changes;
     this.changes = {
       name: 'reshaped write log',
+      kind: source.kind,
       watch: (collection: string, listener: ChangeListener) => source.watch(collection, (event) => listener(this.reshape(event))),
       delivered: (token: unknown) => source.delivered(token),
     };

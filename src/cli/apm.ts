@@ -113,13 +113,27 @@ export function adviceLines(advice: IndexAdvice[]): string[] {
 
 export function topScreen(v: DashboardView): string {
   const out: string[] = [`perseid top · ${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
-  out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
+  out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker === 'primary' ? 'primary' : p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
+  if (v.servers.length) {
+    out.push('', 'Servers');
+    out.push(...table(['server', 'sessions', 'CPU %', 'delay ms', 'RSS MB', 'methods/s', 'p95 ms'], v.servers.map((s) => [s.server, s.sessions, f(s.cpuPercent), f(s.lagMs), f(s.memoryMb, 0), f(s.methodsPerSec), f(s.methodP95Ms)])));
+  }
   out.push('', 'Methods (recent)');
   out.push(...table(['method', 'calls', 'errors', '/s', 'p50', 'p95', 'p99', 'wait', 'db', 'async', 'compute', 'waitedOn'], v.methods.slice(0, 15).map((m) => [m.name, m.calls, m.errors, f(m.rate, 2), f(m.p50), f(m.p95), f(m.p99), f(m.breakdown.wait), f(m.breakdown.db), f(m.breakdown.async), f(m.breakdown.compute), f(m.breakdown.waitedOn)])));
   out.push('', 'Publications');
-  out.push(...table(['publication', 'subs', 'active', 'errors', '/s', 'ready p50', 'ready p95', 'initial docs', 'live docs', 'reuse %'], v.publications.slice(0, 10).map((p) => [p.name, p.subs, p.active, p.errors, f(p.rate, 2), f(p.readyP50), f(p.readyP95), p.initialDocs, p.liveDocs, f(100 * p.observerReuse, 0)])));
+  out.push(
+    ...table(
+      ['publication', 'subs', 'active', 'errors', '/s', 'ready p50', 'ready p95', 'initial docs', 'initial KB', 'live docs', 'live KB', 'reuse %'],
+      v.publications.slice(0, 10).map((p) => [p.name, p.subs, p.active, p.errors, f(p.rate, 2), f(p.readyP50), f(p.readyP95), p.initialDocs, f(p.initialBytes / 1024), p.liveDocs, f(p.liveBytes / 1024), f(100 * p.observerReuse, 0)]),
+    ),
+  );
   const lq = v.liveQueries;
-  out.push('', `Live queries: ${lq.active} active (${Object.entries(lq.byStrategy).map(([k, n]) => `${k} ${n}`).join(', ')}), ${lq.created} created, ${lq.reused} reused (${f(100 * lq.reuseRatio, 0)} %), ${lq.docsRead} documents read, ${lq.requeries} re-queries`);
+  const counts = (o: Record<string, number>) => Object.entries(o).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  out.push('', `Live queries: ${lq.active} active (${counts(lq.byStrategy)}; by source ${counts(lq.bySource)}), ${lq.created} created, ${lq.reused} reused (${f(100 * lq.reuseRatio, 0)} %), ${lq.docsRead} documents read, ${lq.requeries} re-queries`);
+  const tr = v.traffic;
+  out.push(
+    `Traffic: new sessions ${counts(tr.sessionsOpened)}; in ${tr.messagesIn} messages, ${f(tr.charactersIn / 1024)} KB; out ${tr.messagesOut} messages, ${f(tr.bytesOut / 1024)} KB; compression ${tr.compressionRatio === null ? 'none' : `${f(100 * tr.compressionRatio, 0)} % of the original`}`,
+  );
   out.push('', 'Slowest calls [w=wait d=db a=async c=compute]');
   out.push(...table(['call', 'total ms', 'breakdown', 'waitedOn'], v.traces.slice(0, 8).map((t) => [`${t.kind} ${t.name}`, f(t.total), `[${bar(t as unknown as Record<string, number>, t.total)}]`, f(t.waitedOn)])));
   if (v.errors.length) {

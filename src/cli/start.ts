@@ -8,6 +8,7 @@ import { isWorker, primaryFeedLink, serveAsWorker } from '../cluster/worker.js';
 import { getDefaultDatabase, setDefaultDatabaseOptions, type Database } from '../collections/database.js';
 import { DatabaseUnavailableError } from '../data/driver.js';
 import type { ChangeSourceChoice } from '../data/mongo/store.js';
+import type { ChangeSourceKind } from '../data/change-source.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
 import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerOptions } from '../server/app.js';
 import { forwardedCountFromEnv } from '../server/connection-handle.js';
@@ -250,7 +251,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
 
   if (isWorker()) {
     // Forked by a primary: the same app, fed by the bus or by the primary's change feed, serving what it hands over.
-    const feed = env.PERSEID_CHANGE_SOURCE === 'ipc' ? { link: primaryFeedLink(), name: env.PERSEID_MACHINE_FEED ?? 'change feed' } : undefined;
+    const feed = env.PERSEID_CHANGE_SOURCE === 'ipc' ? { link: primaryFeedLink(), name: env.PERSEID_MACHINE_FEED ?? 'change feed', kind: (env.PERSEID_MACHINE_FEED_KIND ?? 'none') as ChangeSourceKind } : undefined;
     setDefaultDatabaseOptions({ feed, fanout: fanout?.store });
     const setup = await loadAppModule(appPath);
     const database = await openAppDatabase(undefined);
@@ -281,7 +282,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       workerModule: process.argv[1]!,
       workerArgs: process.argv.slice(2),
       // A polled database has no feed to share: each worker polls for itself.
-      workerEnv: feedStore ? { ...env, PERSEID_CHANGE_SOURCE: polling ? 'poll' : 'ipc', PERSEID_MACHINE_FEED: feedStore.changes.name } : env,
+      workerEnv: feedStore ? { ...env, PERSEID_CHANGE_SOURCE: polling ? 'poll' : 'ipc', PERSEID_MACHINE_FEED: feedStore.changes.name, PERSEID_MACHINE_FEED_KIND: feedStore.changes.kind } : env,
       feed: feedStore && !polling ? { changes: feedStore.changes, poke: (collection) => feedStore.poke(collection) } : undefined,
       role: role === 'web' ? 'web' : 'all',
       allowedOrigins: serverOptions.allowedOrigins ?? parseAllowedOrigins(''),

@@ -1,9 +1,11 @@
 /**
- * How loaded this process is: open sessions, CPU, event-loop delay, memory
- * and the p95 method time, announced to discovery for choosing where new
- * clients go and for the autoscaler.
+ * How loaded this process is: open sessions, CPU, event-loop delay, memory,
+ * the p95 method time and methods per second, announced to discovery for
+ * choosing where new clients go, for the autoscaler, and for every server's
+ * summary in a balancer's /metrics.
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import type { ServerSummary } from '../metrics/apm.js';
 import { methodTimes } from '../server/server-metrics.js';
 
 const RESOLUTION_MS = 20;
@@ -20,6 +22,8 @@ export interface LoadFigures {
   memoryMb: number;
   /** 95th percentile of method times since the last announcement, ms (0 without calls). */
   methodP95Ms: number;
+  /** Method calls per second since the last announcement (absent from older servers). */
+  methodsPerSec?: number;
 }
 
 export class LoadMonitor {
@@ -42,6 +46,7 @@ export class LoadMonitor {
     const now = performance.now();
     const used = process.cpuUsage(this.cpu);
     const elapsed = now - this.at;
+    const calls = methodTimes.count;
     if (elapsed > 0) {
       const weight = 1 - Math.exp(-elapsed / SMOOTHING_MS);
       const smooth = (average: number | undefined, sample: number) => (average === undefined ? sample : average + weight * (sample - average));
@@ -56,6 +61,7 @@ export class LoadMonitor {
       cpuPercent: Math.round(this.cpuPercent ?? 0),
       memoryMb: Math.round(process.memoryUsage.rss() / 1048576),
       methodP95Ms: Math.round(methodTimes.takePercentile(95) * 10) / 10,
+      methodsPerSec: elapsed > 0 ? Math.round((calls / elapsed) * 10000) / 10 : 0,
     };
   }
 
@@ -72,4 +78,17 @@ export class LoadMonitor {
  */
 export function loadScore(load: LoadFigures): number {
   return load.sessions + Math.max(0, load.cpuPercent - 75) * 2 + Math.max(0, load.lagMs - 20) * 10;
+}
+
+/** A server's (or worker's) load figures as the APM shows them, labelled `server`. */
+export function serverSummary(server: string, load: LoadFigures): ServerSummary {
+  return {
+    server,
+    sessions: load.sessions,
+    cpuPercent: load.cpuPercent,
+    lagMs: load.lagMs,
+    memoryMb: load.memoryMb,
+    methodsPerSec: load.methodsPerSec ?? 0,
+    methodP95Ms: load.methodP95Ms,
+  };
 }

@@ -16,7 +16,8 @@ import { Balancer, PASS_ON_MARGIN, PIN_MARGIN } from './balancer.js';
 import { BALANCED_HEADER, type ConnectionRouter, type RoutedTarget } from '../server/connection-router.js';
 import { Discovery } from './discovery.js';
 import type { DiscoveryStore, ServerEntry } from './discovery-store.js';
-import type { LoadFigures } from './load-monitor.js';
+import { serverSummary, type LoadFigures } from './load-monitor.js';
+import type { ServerSummary } from '../metrics/apm.js';
 
 export interface MembershipOptions {
   /** Where clients reach this server (http://host:port or https://name). */
@@ -80,6 +81,10 @@ export class ClusterMembership implements ConnectionRouter {
 
   servers(): readonly ServerEntry[] {
     return this.discovery.servers();
+  }
+
+  serverSummaries(): ServerSummary[] {
+    return this.discovery.servers().map((s) => serverSummary(s.id, s));
   }
 
   peerOrigins(): readonly string[] {

@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
-import type { ApmSnapshot } from '../metrics/apm.js';
+import { apm, type ApmSnapshot } from '../metrics/apm.js';
 import { mergeSnapshots } from '../metrics/dashboard-view.js';
 import { metrics } from '../metrics/registry.js';
 import type { ChangeSource } from '../data/change-source.js';
@@ -20,7 +20,7 @@ import { isWebSocketPath, pathOf, sockjsSessionOf } from '../transport/paths.js'
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import { ChangeForwarder } from './change-forwarder.js';
 import type { ConnectionRouter } from '../server/connection-router.js';
-import type { LoadFigures } from './load-monitor.js';
+import { serverSummary, type LoadFigures } from './load-monitor.js';
 import { proxyRequest } from '../transport/proxy.js';
 import { FrontDoor } from '../server/front-door.js';
 import { WorkerPool, type WorkerHandle } from './worker-pool.js';
@@ -53,9 +53,12 @@ export class Primary {
   private routes: HttpRoutes;
   private draining = false;
   private readonly door: FrontDoor;
+  private router: ConnectionRouter | undefined;
 
   constructor(private readonly options: PrimaryOptions) {
     this.door = new FrontDoor(options.log);
+    // Samples the primary's own process (CPU, memory, event loop) for its /metrics.
+    apm.start();
     this.forwarder = options.feed ? new ChangeForwarder(options.feed.changes) : undefined;
     const links = new Map<WorkerHandle, { send: WorkerHandle['send'] }>();
     const link = (worker: WorkerHandle) => {
@@ -95,6 +98,7 @@ export class Primary {
   /** Lets `router` (a cluster's balancer) send new clients to other servers; the workers learn its servers' origins. */
   routeConnections(router: ConnectionRouter): this {
     this.door.route(router);
+    this.router = router;
     // Every second, so a worker that starts (or restarts) later learns them too.
     const tell = () => this.pool.broadcast({ type: 'origins', origins: [...this.door.peerOrigins()] });
     tell();
@@ -181,7 +185,11 @@ export class Primary {
         }
       }),
     );
-    return mergeSnapshots(snapshots.filter((s): s is ApmSnapshot => s !== undefined));
+    const merged = mergeSnapshots(snapshots.filter((s): s is ApmSnapshot => s !== undefined));
+    merged.primary = { pid: process.pid, ...apm.processFigures() };
+    // Its workers, then (in a cluster) every server of it as the cluster's registry has them.
+    merged.servers = [...this.pool.ready.map((w) => serverSummary(`worker-${w.id}`, w.load)), ...(this.router?.serverSummaries() ?? [])];
+    return merged;
   }
 
   /** Answers an operational endpoint on the `--admin-port` server; false for any other path. */

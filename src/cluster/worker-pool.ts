@@ -147,7 +147,7 @@ export class WorkerPool {
           this.options.log.info('worker ready', { worker: id, pid: child.pid });
           resolve();
         } else if (message.type === 'load') {
-          worker.load = { sessions: message.sessions, lagMs: message.lagMs, cpuPercent: message.cpuPercent, memoryMb: message.memoryMb, methodP95Ms: message.methodP95Ms };
+          worker.load = { sessions: message.sessions, lagMs: message.lagMs, cpuPercent: message.cpuPercent, memoryMb: message.memoryMb, methodP95Ms: message.methodP95Ms, methodsPerSec: message.methodsPerSec };
           worker.pending = 0;
         }
         this.options.onMessage(worker, message);

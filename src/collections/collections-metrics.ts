@@ -2,9 +2,10 @@
  * Database work as the APM sees it: every driver call of a database is timed
  * and counted per collection, operation and query shape (apm.database), with
  * the plan the driver reports (documents examined, index used) for the index
- * advisor. Inside a method or subscription (its write scope carries the
- * trace) the call also becomes a `db` part of the call's breakdown, an event
- * of its timeline, and an OpenTelemetry CLIENT span under the call's span.
+ * advisor. Inside a method (its write scope carries the trace) or a publish
+ * function (the APM's own scope, metrics/trace-scope.ts) the call also
+ * becomes a `db` part of the call's breakdown, an event of its timeline, and
+ * an OpenTelemetry CLIENT span under the call's span.
  * A wrapper, so neither driver knows the APM and live queries are counted
  * too (they read through the same driver).
  */
@@ -12,6 +13,7 @@ import { apm } from '../metrics/apm.js';
 import type { DbOperation } from '../metrics/database-stats.js';
 import { endDbSpan, startDbSpan } from '../metrics/otel.js';
 import { queryShape, type QueryShape } from '../metrics/query-shape.js';
+import { currentTrace } from '../metrics/trace-scope.js';
 import { currentWriteScope } from '../reactive/write-scope.js';
 import type { CollectionDriver, QueryPlan, QueryResult, StorageDriver } from '../data/driver.js';
 import type { Document, QuerySpec } from '../data/types.js';
@@ -43,7 +45,7 @@ async function timed<R>(
   explain?: () => Promise<QueryPlan | undefined>,
 ): Promise<R> {
   if (!apm.enabled) return run();
-  const trace = currentWriteScope()?.trace;
+  const trace = currentWriteScope()?.trace ?? currentTrace();
   const started = performance.now();
   const traceStart = trace?.dbStarted();
   const span = startDbSpan(trace?.span, system, collection, op, shape?.key);

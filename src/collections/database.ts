@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { metrics } from '../metrics/registry.js';
 import { instrumentDriver } from './collections-metrics.js';
 import { LiveQueryRegistry, type RegistryOptions } from '../reactive/registry.js';
+import type { ChangeSourceKind } from '../data/change-source.js';
 import type { StorageDriver } from '../data/driver.js';
 import { openEmbeddedStore } from '../data/embedded/store.js';
 import type { FeedLink } from '../data/mongo/ipc-feeder.js';
@@ -53,7 +54,7 @@ export interface DatabaseOptions extends RegistryOptions {
   /** How long a MongoDB operation may go unanswered before failing with 503 (default PERSEID_MONGO_TIMEOUT_MS or 30000). */
   operationTimeoutMs?: number;
   /** A worker's link to its primary's change feed (change source `ipc`). */
-  feed?: { link: FeedLink; name: string };
+  feed?: { link: FeedLink; name: string; kind: ChangeSourceKind };
   /** Cross-server fan-out (see MongoStoreOptions.fanout). */
   fanout?: MongoStoreOptions['fanout'];
 }

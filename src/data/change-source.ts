@@ -35,9 +35,14 @@ export interface ResyncChange {
 export type ChangeEvent = DocumentChange | ResyncChange;
 export type ChangeListener = (event: ChangeEvent) => void;
 
+/** What a change source follows, as a bounded label for the APM (a worker reports its primary's). */
+export type ChangeSourceKind = 'change-stream' | 'oplog' | 'polling' | 'embedded' | 'fanout' | 'none';
+
 export interface ChangeSource {
   /** Human-readable name, shown in logs and metrics ("embedded write log", "change stream", ...). */
   readonly name: string;
+  /** Its kind, for figures by change source (`name` is for people). */
+  readonly kind: ChangeSourceKind;
   /** Delivers every change of `collection`, in order, until the returned function is called. */
   watch(collection: string, listener: ChangeListener): () => void;
   /**

@@ -9,6 +9,8 @@ import type { ServerMessage } from './messages.js';
 export class EncodedMessage {
   /** Transport-owned cache of framed bytes (see transport/frames.ts). */
   frames: unknown = undefined;
+  /** UTF-8 size of `text`, set by the first that measures it (metrics/message-size.ts). */
+  byteLength: number | undefined = undefined;
   constructor(readonly text: string) {}
 }
 

@@ -38,6 +38,26 @@ export interface SessionFigures {
   byTransport: Record<string, number>;
 }
 
+/**
+ * One server's load as a cluster's balancer (or a workers' primary) knows it:
+ * what each announces (cluster/load-monitor.ts), labelled by server.
+ */
+export interface ServerSummary {
+  /** Its id in the cluster's registry, or `worker-<n>` for a primary's worker. */
+  server: string;
+  sessions: number;
+  /** Percent of one core. */
+  cpuPercent: number;
+  /** Event-loop delay, ms. */
+  lagMs: number;
+  memoryMb: number;
+  methodsPerSec: number;
+  methodP95Ms: number;
+}
+
+/** A process's own figures without its calls (a workers' primary runs no app code). */
+export type ProcessFigures = ApmReport['process'] & { pid: number };
+
 /** One point of the dashboard's charts. */
 export interface HistoryPoint {
   t: number;
@@ -81,8 +101,12 @@ export interface PublicationReport {
   recentReady: HistogramData;
   lifetime: HistogramData;
   initialDocs: number;
+  /** Encoded size of the `added` messages its cursors sent before ready. */
+  initialBytes: number;
   /** Documents sent after ready, by kind (added, changed, removed), counted once per change and publication. */
   live: { added: number; changed: number; removed: number };
+  /** Encoded size of those messages, by kind, over every subscriber. */
+  liveBytes: { added: number; changed: number; removed: number };
   observersCreated: number;
   observersReused: number;
 }
@@ -96,7 +120,14 @@ export interface ApmReport {
   enabled: boolean;
   methods: MethodReport[];
   publications: PublicationReport[];
-  liveQueries: { created: Record<LiveQueryStrategy, number>; active: Record<LiveQueryStrategy, number>; lifetime: HistogramData };
+  liveQueries: {
+    created: Record<LiveQueryStrategy, number>;
+    active: Record<LiveQueryStrategy, number>;
+    /** By change source kind (change-stream, oplog, polling, embedded, fanout). */
+    createdBySource: Record<string, number>;
+    activeBySource: Record<string, number>;
+    lifetime: HistogramData;
+  };
   database: {
     operations: Array<{ collection: string; op: string; count: number; errors: number; time: HistogramData }>;
     shapes: ShapeFigures[];
@@ -104,6 +135,8 @@ export interface ApmReport {
   };
   process: ProcessSample & { cpuUserSeconds: number; cpuSystemSeconds: number; eventLoopDelay: HistogramData; gc: Record<string, HistogramData> };
   sessions: SessionFigures;
+  /** Sessions opened since start, by transport (websocket, sockjs-websocket, sockjs-<polling kind>). */
+  sessionsOpened: Record<string, number>;
   /** The flat counters and gauges of every layer (registry.ts). */
   counters: Array<{ name: string; help: string; kind: 'counter' | 'gauge'; value: number }>;
   history: HistoryPoint[];
@@ -130,6 +163,8 @@ export class Apm {
   readonly traces = new TraceStore();
   readonly errors = new ErrorStore();
   private readonly history: HistoryPoint[] = [];
+  /** Transports are a fixed set (the SockJS protocol's names), so this stays small. */
+  private readonly openedByTransport: Record<string, number> = {};
   private latest: ProcessSample | undefined;
   private sessionFigures: () => SessionFigures = () => ({ sessions: 0, users: 0, byTransport: {} });
   private timer: NodeJS.Timeout | undefined;
@@ -171,6 +206,11 @@ export class Apm {
   }
 
   // ---- recording ----
+
+  /** A new DDP session (not a resumed one) on `transport`. */
+  sessionOpened(transport: string): void {
+    if (this.enabled) this.openedByTransport[transport] = (this.openedByTransport[transport] ?? 0) + 1;
+  }
 
   /** A method call begins (`arrived`: performance.now() when its message arrived); undefined when off. */
   methodStarted(name: string, arrived: number, session: string, userId: string | null): Trace | undefined {
@@ -218,7 +258,7 @@ export class Apm {
       this.errors.add('sub', trace.name, error, clientError, trace.record());
     } else {
       stats.readyAfter(trace.total);
-      stats.sentInitially(initialDocs);
+      stats.readyWith(initialDocs);
       this.intervalReady.record(trace.total);
     }
     this.traces.offer(trace, stats);
@@ -292,11 +332,22 @@ export class Apm {
     for (const stats of this.publications.values()) stats.rotate();
   }
 
+  /** This process's CPU, memory, event-loop delay and GC, as of the latest sample. */
+  processFigures(latest: ProcessSample = this.latest ?? this.process.sample()): ApmReport['process'] {
+    const gc: Record<string, HistogramData> = {};
+    for (const [kind, histogram] of Object.entries(this.process.gc)) gc[kind] = histogram.data();
+    return {
+      ...latest,
+      cpuUserSeconds: this.process.cpuUserSeconds,
+      cpuSystemSeconds: this.process.cpuSystemSeconds,
+      eventLoopDelay: this.process.eventLoopDelay.data(),
+      gc,
+    };
+  }
+
   /** Everything this process knows. */
   report(): ApmReport {
     const latest = this.latest ?? this.process.sample();
-    const gc: Record<string, HistogramData> = {};
-    for (const [kind, histogram] of Object.entries(this.process.gc)) gc[kind] = histogram.data();
     const report: ApmReport = {
       at: Date.now(),
       pid: process.pid,
@@ -314,11 +365,19 @@ export class Apm {
         recentReady: p.ready.recent().data(),
         lifetime: p.lifetime.data(),
         initialDocs: p.initialDocs,
+        initialBytes: p.initialBytes,
         live: { added: p.liveAdded, changed: p.liveChanged, removed: p.liveRemoved },
+        liveBytes: { added: p.liveAddedBytes, changed: p.liveChangedBytes, removed: p.liveRemovedBytes },
         observersCreated: p.observersCreated,
         observersReused: p.observersReused,
       })),
-      liveQueries: { created: { ...this.liveQueries.created }, active: { ...this.liveQueries.active }, lifetime: this.liveQueries.lifetime.data() },
+      liveQueries: {
+        created: { ...this.liveQueries.created },
+        active: { ...this.liveQueries.active },
+        createdBySource: { ...this.liveQueries.createdBySource },
+        activeBySource: { ...this.liveQueries.activeBySource },
+        lifetime: this.liveQueries.lifetime.data(),
+      },
       database: {
         operations: this.database.operations.values().map((o) => ({ collection: o.collection, op: o.op, count: o.count, errors: o.errors, time: o.time.data() })),
         shapes: this.database.shapes.values().map((s) => {
@@ -340,14 +399,9 @@ export class Apm {
         }),
         commands: this.database.commands.values().map((c) => ({ name: c.name, count: c.count, failures: c.failures, time: c.time.data() })),
       },
-      process: {
-        ...latest,
-        cpuUserSeconds: this.process.cpuUserSeconds,
-        cpuSystemSeconds: this.process.cpuSystemSeconds,
-        eventLoopDelay: this.process.eventLoopDelay.data(),
-        gc,
-      },
+      process: this.processFigures(latest),
       sessions: { ...this.sessionFigures(), users: this.users || this.sessionFigures().users },
+      sessionsOpened: { ...this.openedByTransport },
       counters: metrics.list().map((m) => ({ name: m.name, help: m.help, kind: m instanceof Counter ? 'counter' : 'gauge', value: m.get() })),
       history: [...this.history],
       traces: this.traces.recent(),
@@ -394,6 +448,10 @@ export interface ApmSnapshot {
   reports: ApmReport[];
   indexes: Record<string, IndexDescription[] | undefined>;
   jobs?: unknown;
+  /** Every server's load, when this process balances a cluster or is a workers' primary. */
+  servers?: ServerSummary[];
+  /** A workers' primary's own process figures (its workers' are in `reports`). */
+  primary?: ProcessFigures;
 }
 
 /** Index advice over one or more processes' reports (a machine's workers share a database). */

@@ -78,11 +78,15 @@ async function refresh() {
   chart('c-loop', 'Event loop delay p99 and GC pauses (ms per sample)', [{ label: 'delay p99', value: (p) => p.lagP99 }, { label: 'GC', value: (p) => p.gcMs }]);
   table('t-methods', ['method', 'calls', 'errors', 'calls/s', 'p50 ms', 'p95 ms', 'p99 ms', 'wait', 'db', 'async', 'compute', 'waitedOn'],
     v.methods.map((m) => [m.name, m.calls, m.errors, fmt(m.rate, 2), fmt(m.p50), fmt(m.p95), fmt(m.p99), fmt(m.breakdown.wait), fmt(m.breakdown.db), fmt(m.breakdown.async), fmt(m.breakdown.compute), fmt(m.breakdown.waitedOn)]));
-  table('t-pubs', ['publication', 'subs', 'active', 'errors', 'subs/s', 'ready p50 ms', 'ready p95 ms', 'initial docs', 'live docs', 'observer reuse'],
-    v.publications.map((p) => [p.name, p.subs, p.active, p.errors, fmt(p.rate, 2), fmt(p.readyP50), fmt(p.readyP95), p.initialDocs, p.liveDocs, fmt(100 * p.observerReuse, 0) + ' %']));
+  table('t-pubs', ['publication', 'subs', 'active', 'errors', 'subs/s', 'ready p50 ms', 'ready p95 ms', 'initial docs', 'initial KB', 'live docs', 'live KB', 'observer reuse'],
+    v.publications.map((p) => [p.name, p.subs, p.active, p.errors, fmt(p.rate, 2), fmt(p.readyP50), fmt(p.readyP95), p.initialDocs, fmt(p.initialBytes / 1024), p.liveDocs, fmt(p.liveBytes / 1024), fmt(100 * p.observerReuse, 0) + ' %']));
   const lq = v.liveQueries;
-  table('t-live', ['created', 'reused', 'reuse ratio', 'active', 'by strategy', 'documents read', 're-queries'],
-    [[lq.created, lq.reused, fmt(100 * lq.reuseRatio, 0) + ' %', lq.active, Object.entries(lq.byStrategy).map(([k, n]) => k + ' ' + n).join(', '), lq.docsRead, lq.requeries]]);
+  const counts = (o) => Object.entries(o).map(([k, n]) => k + ' ' + n).join(', ') || '–';
+  table('t-live', ['created', 'reused', 'reuse ratio', 'active', 'by strategy', 'by change source', 'documents read', 're-queries'],
+    [[lq.created, lq.reused, fmt(100 * lq.reuseRatio, 0) + ' %', lq.active, counts(lq.byStrategy), counts(lq.bySource), lq.docsRead, lq.requeries]]);
+  const tr = v.traffic;
+  table('t-traffic', ['new sessions by transport', 'messages in', 'KB in', 'messages out', 'KB out', 'compression (out / in)'],
+    [[counts(tr.sessionsOpened), tr.messagesIn, fmt(tr.charactersIn / 1024), tr.messagesOut, fmt(tr.bytesOut / 1024), tr.compressionRatio === null ? 'no compressed connection' : fmt(100 * tr.compressionRatio, 0) + ' %']]);
   table('t-shapes', ['collection', 'shape', 'ops', 'avg ms', 'returned', 'examined / returned', 'plan'],
     v.shapes.map((s) => [s.collection, s.shape, s.ops, fmt(s.avgMs, 2), s.returned, fmt(s.examinedPerReturned), s.plan || '–']));
   table('t-traces', ['', 'name', 'at', 'total ms', 'breakdown', 'wait', 'db', 'async', 'compute', 'waitedOn', 'timeline'],
@@ -101,6 +105,9 @@ async function refresh() {
   else $('t-jobs').replaceChildren(el('p', { className: 'none' }, jobs && jobs.error ? 'jobs: ' + jobs.error : 'no jobs engine in this process'));
   table('t-processes', ['worker', 'pid', 'CPU %', 'RSS MB', 'heap MB', 'loop delay p99 ms', 'loop busy', 'GC ms', 'sessions'],
     v.processes.map((p) => [p.worker ?? '–', p.pid, fmt(p.cpu), fmt(p.rssMb, 0), fmt(p.heapMb, 0), fmt(p.lagP99), fmt(100 * p.utilization, 0) + ' %', fmt(p.gcMs), p.sessions]));
+  if (v.servers.length) table('t-servers', ['server', 'sessions', 'CPU %', 'loop delay ms', 'RSS MB', 'methods/s', 'method p95 ms'],
+    v.servers.map((s) => [s.server, s.sessions, fmt(s.cpuPercent), fmt(s.lagMs), fmt(s.memoryMb, 0), fmt(s.methodsPerSec, 1), fmt(s.methodP95Ms)]));
+  else $('t-servers').replaceChildren(el('p', { className: 'none' }, 'not a cluster balancer or a workers\' primary'));
 }
 $('login').addEventListener('submit', (e) => { e.preventDefault(); token = $('token').value.trim(); sessionStorage.setItem('perseid-admin-token', token); refresh(); });
 async function loop() { try { await refresh(); } catch (error) { $('status').textContent = String(error); } setTimeout(loop, 2000); }
@@ -116,6 +123,7 @@ const BODY = `
 <h2>Methods</h2><div id="t-methods"></div>
 <h2>Publications</h2><div id="t-pubs"></div>
 <h2>Live queries</h2><div id="t-live"></div>
+<h2>Traffic</h2><div id="t-traffic"></div>
 <h2>Slowest calls (recent minutes)</h2><p class="legend"><b style="color:#ff9900">wait</b> <b style="color:#3366cc">db</b> <b style="color:#990099">async</b> <b style="color:#109618">compute</b></p><div id="t-traces"></div>
 <h2>Recent errors</h2><div id="t-errors"></div>
 <h2>Index advice</h2><div id="t-advice"></div>
@@ -123,6 +131,7 @@ const BODY = `
 <h2>Capacity</h2><div id="t-capacity"></div>
 <h2>Jobs</h2><div id="t-jobs"></div>
 <h2>Processes</h2><div id="t-processes"></div>
+<h2>Servers</h2><div id="t-servers"></div>
 `;
 
 const STYLE = `

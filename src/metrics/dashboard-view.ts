@@ -4,7 +4,7 @@
  * into percentiles, breakdowns into means per call, charts' points summed
  * over workers, traces and errors merged, with index advice and capacity.
  */
-import { adviceFor, capacityFor, type ApmSnapshot, type HistoryPoint } from './apm.js';
+import { adviceFor, capacityFor, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
 import type { IndexAdvice } from './advisor.js';
 import type { CapacityReport, CapacityTarget } from './capacity.js';
 import type { ErrorRecord } from './error-store.js';
@@ -35,8 +35,10 @@ export interface PublicationRow {
   readyP50: number;
   readyP95: number;
   initialDocs: number;
+  initialBytes: number;
   /** Documents sent after ready (added, changed, removed) over every subscriber. */
   liveDocs: number;
+  liveBytes: number;
   /** Share of its cursors that joined a running live query. */
   observerReuse: number;
 }
@@ -53,13 +55,30 @@ export interface ProcessRow {
   sessions: number;
 }
 
+/** What went over the wire, summed over the processes. */
+export interface TrafficRow {
+  /** Sessions opened since start, by transport. */
+  sessionsOpened: Record<string, number>;
+  messagesIn: number;
+  /** Characters of the messages received (after decompression). */
+  charactersIn: number;
+  messagesOut: number;
+  bytesOut: number;
+  /** Compressed connections: bytes written per byte of message, or null with none. */
+  compressionRatio: number | null;
+}
+
 export interface DashboardView {
   at: number;
+  /** Worker processes (or the one process), then a workers' primary as `worker: 'primary'`. */
   processes: ProcessRow[];
+  /** Every server's load, when the process balances a cluster or is a workers' primary. */
+  servers: ServerSummary[];
+  traffic: TrafficRow;
   history: HistoryPoint[];
   methods: MethodRow[];
   publications: PublicationRow[];
-  liveQueries: { created: number; reused: number; reuseRatio: number; active: number; docsRead: number; requeries: number; byStrategy: Record<string, number> };
+  liveQueries: { created: number; reused: number; reuseRatio: number; active: number; docsRead: number; requeries: number; byStrategy: Record<string, number>; bySource: Record<string, number> };
   shapes: Array<{ collection: string; shape: string; ops: number; avgMs: number; returned: number; examinedPerReturned: number | null; plan?: string }>;
   traces: TraceRecord[];
   errors: ErrorRecord[];
@@ -123,12 +142,31 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
   const publications = new Map<string, PublicationRow & { ready: Histogram; reused: number; observers: number; recentSubs: number }>();
   for (const r of reports) {
     for (const p of r.publications) {
-      const row = publications.get(p.name) ?? { name: p.name, subs: 0, active: 0, errors: 0, rate: 0, readyP50: 0, readyP95: 0, initialDocs: 0, liveDocs: 0, observerReuse: 0, ready: new Histogram(), reused: 0, observers: 0, recentSubs: 0 };
+      const row = publications.get(p.name) ?? {
+        name: p.name,
+        subs: 0,
+        active: 0,
+        errors: 0,
+        rate: 0,
+        readyP50: 0,
+        readyP95: 0,
+        initialDocs: 0,
+        initialBytes: 0,
+        liveDocs: 0,
+        liveBytes: 0,
+        observerReuse: 0,
+        ready: new Histogram(),
+        reused: 0,
+        observers: 0,
+        recentSubs: 0,
+      };
       row.subs += p.subs;
       row.active += p.active;
       row.errors += p.errors;
       row.initialDocs += p.initialDocs;
+      row.initialBytes += p.initialBytes;
       row.liveDocs += p.live.added + p.live.changed + p.live.removed;
+      row.liveBytes += p.liveBytes.added + p.liveBytes.changed + p.liveBytes.removed;
       row.recentSubs += p.recentSubs;
       row.ready.add(p.recentReady.count > 0 ? p.recentReady : p.ready);
       row.reused += p.observersReused;
@@ -140,6 +178,8 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
   const reused = counter(snapshot, 'perseid_live_query_reuses_total');
   const byStrategy: Record<string, number> = {};
   for (const r of reports) for (const [k, v] of Object.entries(r.liveQueries.active)) byStrategy[k] = (byStrategy[k] ?? 0) + v;
+  const bySource: Record<string, number> = {};
+  for (const r of reports) for (const [k, v] of Object.entries(r.liveQueries.activeBySource)) bySource[k] = (bySource[k] ?? 0) + v;
   const traces = reports
     .flatMap((r) => r.traces)
     .sort((a, b) => b.total - a.total)
@@ -164,22 +204,49 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       if (s.plan) row.plan = s.plan.index ? `${s.plan.stage} ${s.plan.index}` : s.plan.stage;
       return row;
     });
+  const sessionsOpened: Record<string, number> = {};
+  for (const r of reports) for (const [k, v] of Object.entries(r.sessionsOpened)) sessionsOpened[k] = (sessionsOpened[k] ?? 0) + v;
+  const compressedIn = counter(snapshot, 'perseid_compression_input_bytes_total');
+  const processes: ProcessRow[] = reports.map((r) => {
+    const row: ProcessRow = {
+      pid: r.pid,
+      cpu: r.process.cpuUser + r.process.cpuSystem,
+      rssMb: r.process.rssMb,
+      heapMb: r.process.heapUsedMb,
+      lagP99: r.process.lagP99,
+      utilization: r.process.utilization,
+      gcMs: Object.values(r.process.gcMs).reduce((a, b) => a + b, 0),
+      sessions: r.sessions.sessions,
+    };
+    if (r.worker !== undefined) row.worker = r.worker;
+    return row;
+  });
+  const primary = snapshot.primary;
+  if (primary) {
+    processes.push({
+      worker: 'primary',
+      pid: primary.pid,
+      cpu: primary.cpuUser + primary.cpuSystem,
+      rssMb: primary.rssMb,
+      heapMb: primary.heapUsedMb,
+      lagP99: primary.lagP99,
+      utilization: primary.utilization,
+      gcMs: Object.values(primary.gcMs).reduce((a, b) => a + b, 0),
+      sessions: 0,
+    });
+  }
   const view: DashboardView = {
     at: Date.now(),
-    processes: reports.map((r) => {
-      const row: ProcessRow = {
-        pid: r.pid,
-        cpu: r.process.cpuUser + r.process.cpuSystem,
-        rssMb: r.process.rssMb,
-        heapMb: r.process.heapUsedMb,
-        lagP99: r.process.lagP99,
-        utilization: r.process.utilization,
-        gcMs: Object.values(r.process.gcMs).reduce((a, b) => a + b, 0),
-        sessions: r.sessions.sessions,
-      };
-      if (r.worker !== undefined) row.worker = r.worker;
-      return row;
-    }),
+    processes,
+    servers: snapshot.servers ?? [],
+    traffic: {
+      sessionsOpened,
+      messagesIn: counter(snapshot, 'perseid_messages_received_total'),
+      charactersIn: counter(snapshot, 'perseid_received_characters_total'),
+      messagesOut: counter(snapshot, 'perseid_messages_sent_total'),
+      bytesOut: counter(snapshot, 'perseid_bytes_sent_total'),
+      compressionRatio: compressedIn > 0 ? counter(snapshot, 'perseid_compression_output_bytes_total') / compressedIn : null,
+    },
     history: mergeHistory(reports.map((r) => r.history)),
     methods: [...methods]
       .map(([name, m]) => ({
@@ -210,6 +277,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       docsRead: counter(snapshot, 'perseid_live_query_documents_read_total'),
       requeries: counter(snapshot, 'perseid_live_query_requeries_total'),
       byStrategy,
+      bySource,
     },
     shapes,
     traces,

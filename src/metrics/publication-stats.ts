@@ -1,9 +1,10 @@
 /**
  * What the APM keeps per publication (Kadira's pub metrics): subscriptions
  * started and stopped, active now, errors, time to ready, lifetime, documents
- * sent initially and live, and observer reuse. Live documents are
- * counted by the live query once per change and publication (with how many
- * subscribers got it), never once per subscriber.
+ * sent initially and live with their bytes (the encoded size of the
+ * messages), and observer reuse. Live documents are counted by the live
+ * query once per change and publication (with how many subscribers got it),
+ * never once per subscriber.
  */
 import type { ChangeKind } from './live-query-stats.js';
 import { Histogram, WindowedHistogram, type HistogramData } from './histogram.js';
@@ -22,9 +23,13 @@ export class PublicationStats {
   readonly ready = new WindowedHistogram();
   readonly lifetime = new Histogram();
   initialDocs = 0;
+  initialBytes = 0;
   liveAdded = 0;
   liveChanged = 0;
   liveRemoved = 0;
+  liveAddedBytes = 0;
+  liveChangedBytes = 0;
+  liveRemovedBytes = 0;
   observersCreated = 0;
   observersReused = 0;
   private current = { subs: 0, errors: 0 };
@@ -59,15 +64,29 @@ export class PublicationStats {
     else this.observersCreated++;
   }
 
-  sentInitially(docs: number): void {
+  /** A subscription became ready with `docs` documents from its cursors. */
+  readyWith(docs: number): void {
     this.initialDocs += docs;
   }
 
-  /** One change of a live query, sent to `subscribers` subscriptions of this publication. */
-  sentLive(kind: ChangeKind, subscribers: number): void {
-    if (kind === 'added') this.liveAdded += subscribers;
-    else if (kind === 'changed') this.liveChanged += subscribers;
-    else this.liveRemoved += subscribers;
+  /** A cursor of one of its subscriptions was sent its live query's current result, `bytes` in all. */
+  sentInitially(bytes: number): void {
+    this.initialBytes += bytes;
+  }
+
+  /** One change of a live query, `bytes` long, sent to `subscribers` subscriptions of this publication. */
+  sentLive(kind: ChangeKind, subscribers: number, bytes: number): void {
+    const total = bytes * subscribers;
+    if (kind === 'added') {
+      this.liveAdded += subscribers;
+      this.liveAddedBytes += total;
+    } else if (kind === 'changed') {
+      this.liveChanged += subscribers;
+      this.liveChangedBytes += total;
+    } else {
+      this.liveRemoved += subscribers;
+      this.liveRemovedBytes += total;
+    }
   }
 
   rotate(): void {

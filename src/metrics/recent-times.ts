@@ -21,6 +21,11 @@ export class RecentTimes {
     }
   }
 
+  /** Durations recorded since the last `takePercentile` (all of them, not only the sample kept). */
+  get count(): number {
+    return this.seen;
+  }
+
   /** The `p`th percentile (0-100) of the durations since the last call, 0 when there were none; starts a new window. */
   takePercentile(p: number): number {
     const sorted = this.samples.sort((a, b) => a - b);

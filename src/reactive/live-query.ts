@@ -15,6 +15,7 @@ import type { CollectionDriver } from '../data/driver.js';
 import type { Document, QuerySpec } from '../data/types.js';
 import { idStringify } from '../ddp/ids.js';
 import type { Logger } from '../log.js';
+import { messageBytes } from '../metrics/message-size.js';
 import { liveQueryMetrics } from './reactive-metrics.js';
 import { applyModifier, parseModifier } from '../query/modifier.js';
 import { compileProjection, type Projector } from '../query/projection.js';
@@ -31,9 +32,12 @@ export interface LiveQueryObserver {
   readonly changeCounter?: ChangeCounter;
 }
 
-/** Counts changes sent, `subscribers` at a time (see LiveQueryObserver.changeCounter). */
+/** Counts changes sent, `subscribers` at a time (see LiveQueryObserver.changeCounter), and their encoded size. */
 export interface ChangeCounter {
-  sentLive(kind: 'added' | 'changed' | 'removed', subscribers: number): void;
+  /** One change, whose shared message has `bytes`, went to `subscribers` observers. */
+  sentLive(kind: 'added' | 'changed' | 'removed', subscribers: number, bytes: number): void;
+  /** An observer attached and was sent the current result: `bytes` over its `added` messages. */
+  sentInitially(bytes: number): void;
 }
 
 export type Strategy = 'set' | 'window' | 'requery';
@@ -189,10 +193,19 @@ export class LiveQuery {
   attach(observer: LiveQueryObserver): void {
     if (this.state !== 'ready') throw new Error(`Live query is ${this.state}`);
     observer.attached?.(this);
-    for (const entry of this.published.values()) observer.onChange(entry.addition(this.collection));
-    this.observers = [...this.observers, observer];
     const counter = observer.changeCounter;
-    if (counter) this.counters.set(counter, (this.counters.get(counter) ?? 0) + 1);
+    let bytes = 0;
+    for (const entry of this.published.values()) {
+      const change = entry.addition(this.collection);
+      observer.onChange(change);
+      // The entry's `added` message, which the replay has just built (or reused) for this observer.
+      if (counter) bytes += messageBytes(change.message());
+    }
+    this.observers = [...this.observers, observer];
+    if (counter) {
+      counter.sentInitially(bytes);
+      this.counters.set(counter, (this.counters.get(counter) ?? 0) + 1);
+    }
   }
 
   /** Returns how many observers remain. */
@@ -506,8 +519,11 @@ export class LiveQuery {
     liveQueryMetrics.changesPublished.inc();
     const observers = this.observers;
     for (let i = 0; i < observers.length; i++) observers[i]!.onChange(change);
-    // Once per change and publication, never per subscriber.
-    if (this.counters.size > 0) for (const [counter, subscribers] of this.counters) counter.sentLive(change.kind, subscribers);
+    // Once per change and publication, never per subscriber; the size is the shared message's, which its observers sent.
+    if (this.counters.size > 0) {
+      const bytes = messageBytes(change.message());
+      for (const [counter, subscribers] of this.counters) counter.sentLive(change.kind, subscribers, bytes);
+    }
   }
 
   // ---- the sorted window ----

@@ -46,8 +46,8 @@ export class LiveQueryRegistry {
   private readonly holds = new Map<LiveQuery, number>();
   private readonly collections = new Map<string, CollectionWatch>();
   private readonly fetches = new Map<string, Promise<Document | undefined>>();
-  /** When each live query started, for the APM's lifetime histogram. */
-  private readonly startedAt = new WeakMap<LiveQuery, number>();
+  /** When each live query started and what followed its changes, for the APM's lifetime histogram and figures by source. */
+  private readonly startedAt = new WeakMap<LiveQuery, { at: number; source: string }>();
   private readonly log: Logger;
 
   constructor(
@@ -178,8 +178,9 @@ export class LiveQueryRegistry {
     liveQueryMetrics.created.inc();
     liveQueryMetrics.active.inc();
     if (apm.enabled) {
-      apm.liveQueries.started(query.strategy);
-      this.startedAt.set(query, performance.now());
+      const source = this.driver.changes.kind;
+      apm.liveQueries.started(query.strategy, source);
+      this.startedAt.set(query, { at: performance.now(), source });
     }
     // A query that re-runs on every change is a cost worth seeing without debug logs.
     (query.strategy === 'requery' ? this.log.info : this.log.debug)('live query started', {
@@ -205,8 +206,8 @@ export class LiveQueryRegistry {
     query.stop();
     liveQueryMetrics.stopped.inc();
     liveQueryMetrics.active.dec();
-    const startedAt = this.startedAt.get(query);
-    if (startedAt !== undefined) apm.liveQueries.stopped(query.strategy, performance.now() - startedAt);
+    const started = this.startedAt.get(query);
+    if (started !== undefined) apm.liveQueries.stopped(query.strategy, started.source, performance.now() - started.at);
     const watch = this.collections.get(query.collection);
     if (watch) {
       watch.router.remove(query, query.heldKeys());

@@ -81,7 +81,7 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
   source().then(
     async (snapshot) => {
       if (path === '/metrics') {
-        const text = await prometheusText(snapshot.reports);
+        const text = await prometheusText(snapshot.reports, snapshot);
         res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'cache-control': 'no-store' });
         res.end(text);
       } else if (path === '/perseid/apm') json(res, snapshot);

@@ -148,6 +148,8 @@ export class PerseidServer implements SessionServer {
   private lastGone: (() => void) | undefined;
   private readonly healthChecks = new Map<string, () => string | undefined>();
   private readonly door: FrontDoor;
+  /** A cluster's balancer, when this server routes new clients: its view of every server goes into /metrics. */
+  private router: ConnectionRouter | undefined;
   private readonly addressLimit: AddressLimit;
 
   constructor(options: ServerOptions = {}) {
@@ -198,6 +200,11 @@ export class PerseidServer implements SessionServer {
       admin: { token: options.adminToken ?? (process.env.PERSEID_ADMIN_TOKEN || undefined), forwardedCount },
       contentSecurityPolicy: options.contentSecurityPolicy,
       peerOrigins: () => this.transport.peerOrigins(),
+      apm: async () => {
+        const snapshot = await apm.snapshot();
+        if (this.router) snapshot.servers = this.router.serverSummaries();
+        return snapshot;
+      },
       adminEndpoints: options.adminEndpoints !== false,
     });
     apm.start();
@@ -227,6 +234,7 @@ export class PerseidServer implements SessionServer {
   /** Lets `router` (a cluster's balancer) send new clients to other servers. */
   routeConnections(router: ConnectionRouter): this {
     this.door.route(router);
+    this.router = router;
     this.transport.peerOrigins = () => this.door.peerOrigins();
     return this;
   }
@@ -442,6 +450,7 @@ export class PerseidServer implements SessionServer {
     this.sessionsById.set(session.id, session);
     sessionMetrics.sessions.set(this.sessions.size);
     sessionMetrics.sessionsOpened.inc();
+    apm.sessionOpened(session.socket.transport);
     this.log.debug('session opened', { session: session.id, transport: session.socket.transport, version: session.version });
     for (const callback of this.connectionCallbacks) {
       try {

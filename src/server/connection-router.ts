@@ -1,5 +1,6 @@
 /** The seam between a server's front door and whatever decides where new clients go (a cluster's balancer). */
 import type { IncomingMessage } from 'node:http';
+import type { ServerSummary } from '../metrics/apm.js';
 import type { Target } from '../transport/proxy.js';
 
 /** Marks a connection a balancer passed on, so the server receiving it serves it rather than balancing again. */
@@ -21,4 +22,6 @@ export interface ConnectionRouter {
    * `base_url`), so origin checks and the pages' Content-Security-Policy allow them.
    */
   peerOrigins(): readonly string[];
+  /** Every server's load as the router last heard it, for `/metrics` and the dashboard. */
+  serverSummaries(): ServerSummary[];
 }

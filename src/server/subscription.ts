@@ -15,6 +15,7 @@ import type { ChangeCounter, LiveQuery, LiveQueryObserver } from '../reactive/li
 import type { ObserveHandle } from '../reactive/registry.js';
 import { apm } from '../metrics/apm.js';
 import { withCallSpan } from '../metrics/otel.js';
+import { runInTrace } from '../metrics/trace-scope.js';
 import type { Trace } from '../metrics/trace.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import type { CollectionView, Holder, MergeBox } from './merge-box.js';
@@ -163,10 +164,10 @@ export class Subscription {
     let result: unknown;
     try {
       const { trace } = this;
-      // Its OpenTelemetry span is the active one (the app's spans nest under it). It runs in no write scope:
-      // one there (even without a fence) made the FerretDB oplog write-fence test fail, cause not found yet,
-      // so the handler's own reads are not in the trace's `db` (the wait for its live queries is, below).
-      result = await (trace ? withCallSpan(trace.span, () => this.handler.call(this, ...this.params)) : this.handler.call(this, ...this.params));
+      // Its OpenTelemetry span is the active one (the app's spans nest under it). It runs in no write scope
+      // (one there, even without a fence, made the FerretDB oplog write-fence test fail): its own reads find
+      // the trace in the APM's scope instead, and count in its `db` (the wait for its live queries does, below).
+      result = await (trace ? withCallSpan(trace.span, () => runInTrace(trace, () => this.handler.call(this, ...this.params))) : this.handler.call(this, ...this.params));
       if (this.stopped) return;
       const cursors = result instanceof Cursor ? [result] : Array.isArray(result) && result.every((c) => c instanceof Cursor) ? (result as Cursor[]) : undefined;
       if (cursors && cursors.length > 0) {

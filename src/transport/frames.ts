@@ -9,6 +9,7 @@
  */
 import { constants, deflateRawSync } from 'node:zlib';
 import type { EncodedMessage } from '../ddp/encoded.js';
+import { messageBytes } from '../metrics/message-size.js';
 
 export interface CompressionOptions {
   /** Messages smaller than this many bytes are sent uncompressed (Meteor 3.1.1: 1024). */
@@ -23,7 +24,6 @@ export interface CompressionOptions {
 export type FrameVariant = 'plain' | 'sockjs' | `deflate-${number}` | `sockjs-deflate-${number}`;
 
 interface FrameCache {
-  bytes?: number;
   plain?: Buffer;
   sockjs?: Buffer;
   sockjsText?: string;
@@ -104,7 +104,7 @@ export function frameFor(message: EncodedMessage, variant: FrameVariant, compres
   if (variant === 'plain') return (cache.plain ??= textFrame(message.text));
   if (variant === 'sockjs') return (cache.sockjs ??= textFrame(sockjsText(message)));
   const sockjs = variant.startsWith('sockjs');
-  if (!compression || (cache.bytes ??= Buffer.byteLength(message.text)) < compression.threshold) {
+  if (!compression || messageBytes(message) < compression.threshold) {
     return frameFor(message, sockjs ? 'sockjs' : 'plain', compression);
   }
   const text = sockjs ? sockjsText(message) : message.text;

@@ -15,6 +15,7 @@ import type { Logger } from '../log.js';
 import type { BudgetMember, OutputBudget } from './output-budget.js';
 import { OutputGate, type GateOutcome } from './output-gate.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
+import { messageBytes } from '../metrics/message-size.js';
 import { transportMetrics } from './transport-metrics.js';
 import { BROKEN_FRAMING, INTERNAL_ERROR } from './websocket-connection.js';
 
@@ -126,6 +127,7 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
     this.queued += message.text.length;
     this.conn.write(message.text);
     transportMetrics.messagesSent.inc();
+    transportMetrics.bytesSent.inc(messageBytes(message));
     this.options.budget.changed();
   }
 

@@ -1,9 +1,15 @@
-/** What the transport counts: messages and bytes out, unsent output, clients held back or dropped, refused requests. */
+/**
+ * What the transport counts: messages and bytes out, compression (bytes
+ * before and after, on connections that negotiated permessage-deflate),
+ * unsent output, clients held back or dropped, refused requests.
+ */
 import { metrics } from '../metrics/registry.js';
 
 export const transportMetrics = {
   messagesSent: metrics.counter('perseid_messages_sent_total', 'DDP messages sent to clients'),
-  bytesSent: metrics.counter('perseid_bytes_sent_total', 'Bytes written to WebSocket connections'),
+  bytesSent: metrics.counter('perseid_bytes_sent_total', 'Bytes sent to clients: WebSocket frames as written, SockJS polling message payloads'),
+  compressionInput: metrics.counter('perseid_compression_input_bytes_total', 'Bytes of the messages sent on connections that negotiated permessage-deflate, before compression'),
+  compressionOutput: metrics.counter('perseid_compression_output_bytes_total', 'Bytes written for those messages (frames, compressed when over the threshold); output / input is the compression ratio'),
   flushes: metrics.counter('perseid_flushes_total', 'Output flushes (at most one per event-loop turn)'),
   writes: metrics.counter('perseid_socket_writes_total', 'Socket writes (one per connection per event-loop turn with output)'),
   slowClientsDropped: metrics.counter('perseid_slow_clients_dropped_total', 'Connections closed because they did not read their messages'),

@@ -21,6 +21,7 @@ import { frameFor, textFrame, type CompressionOptions, type FrameVariant } from 
 import type { BudgetMember, OutputBudget } from './output-budget.js';
 import { OutputGate, type GateOutcome } from './output-gate.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
+import { messageBytes } from '../metrics/message-size.js';
 import { transportMetrics } from './transport-metrics.js';
 
 export interface WebSocketConnectionOptions {
@@ -142,6 +143,12 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     this.socket.write(bytes);
     transportMetrics.messagesSent.inc(messages.length);
     transportMetrics.bytesSent.inc(bytes.length);
+    if (compression && variant !== 'plain' && variant !== 'sockjs') {
+      let before = 0;
+      for (let i = 0; i < messages.length; i++) before += messageBytes(messages[i]!);
+      transportMetrics.compressionInput.inc(before);
+      transportMetrics.compressionOutput.inc(bytes.length);
+    }
     transportMetrics.writes.inc();
     if (this.socket.writableLength > 0) this.options.budget.changed();
     this.gate.recheck();

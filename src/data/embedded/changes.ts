@@ -13,6 +13,7 @@ interface Waiter {
 
 export class WriteLogChanges implements ChangeSource {
   readonly name = 'embedded write log';
+  readonly kind = 'embedded';
   private readonly listeners = new Map<string, Set<ChangeListener>>();
   private waiters: Waiter[] = [];
 

@@ -14,7 +14,7 @@
 import { idStringify } from '../../ddp/ids.js';
 import type { Logger } from '../../log.js';
 import { dataMetrics } from '../data-metrics.js';
-import type { ChangeEvent, ChangeListener, ChangeSource, DocumentChange } from '../change-source.js';
+import type { ChangeEvent, ChangeListener, ChangeSource, ChangeSourceKind, DocumentChange } from '../change-source.js';
 import type { Document } from '../types.js';
 
 export interface WriteToken {
@@ -60,6 +60,9 @@ export class ChangeHub implements ChangeSource {
   interest(collection: string, ids: ReadonlySet<string> | 'all'): void {
     this.onInterest(collection, ids);
   }
+
+  /** Set with `name` when the store chooses how to follow the database. */
+  kind: ChangeSourceKind = 'none';
 
   constructor(
     public name: string,

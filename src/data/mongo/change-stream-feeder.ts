@@ -12,10 +12,11 @@
  * followed by a pause (20 ms, growing to 200 ms while idle; cut short by a
  * write of this process).
  */
-import type { ChangeStream, ChangeStreamDocument, Db, Document as BsonDocument } from 'mongodb';
+import type { ChangeStream, ChangeStreamDocument, Document as BsonDocument, MongoClient } from 'mongodb';
 import type { Logger } from '../../log.js';
 import type { Document } from '../types.js';
 import type { ChangeHub } from './change-hub.js';
+import type { ClientHolder } from './client-holder.js';
 import { fromMongo, fromMongoDocument } from './values.js';
 
 export type StreamScope = 'database' | 'collection';
@@ -25,6 +26,8 @@ const HISTORY_LOST = new Set([280, 286]); // ChangeStreamFatalError, ChangeStrea
 
 interface OpenStream {
   stream: ChangeStream;
+  /** The client the stream was opened on. */
+  client: MongoClient;
   /** Resolves once the server has accepted the stream (its first round trip). */
   opened: Promise<void>;
   /** Ends a pause between empty reads early. */
@@ -60,14 +63,16 @@ export class ChangeStreamFeeder {
   private reopenTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private failures = 0;
+  private readonly unsubscribe: () => void;
 
   constructor(
-    private readonly db: Db,
+    private readonly clients: ClientHolder,
     private readonly hub: ChangeHub,
     private readonly scope: StreamScope,
     private readonly log: Logger,
   ) {
     hub.onWatchedChange = (collections) => this.adjust(collections);
+    this.unsubscribe = clients.onReplaced(() => this.restart());
   }
 
   /** Resolves once changes of `collection` are being streamed (live queries read only after that, so none is missed). */
@@ -79,6 +84,7 @@ export class ChangeStreamFeeder {
 
   close(): void {
     this.closed = true;
+    this.unsubscribe();
     clearTimeout(this.reopenTimer);
     for (const { stream } of this.streams.values()) void stream.close().catch(() => undefined);
     this.streams.clear();
@@ -120,11 +126,12 @@ export class ChangeStreamFeeder {
     if (this.scope === 'collection') options.fullDocument = 'updateLookup';
     const token = this.tokens.get(key);
     if (token) options.startAfter = token;
-    const stream = (this.scope === 'database' ? this.db.watch(pipeline, options) : this.db.collection(key).watch(pipeline, options)) as ChangeStream;
+    const { client, db } = this.clients;
+    const stream = (this.scope === 'database' ? db.watch(pipeline, options) : db.collection(key).watch(pipeline, options)) as ChangeStream;
     let markOpened!: () => void;
     const opened = new Promise<void>((resolve) => (markOpened = resolve));
     let wakeTimer: (() => void) | undefined;
-    const entry: OpenStream = { stream, opened, wake: () => wakeTimer?.() };
+    const entry: OpenStream = { stream, client, opened, wake: () => wakeTimer?.() };
     this.streams.set(key, entry);
     void this.pump(key, entry, markOpened, (wake) => (wakeTimer = wake));
   }
@@ -144,6 +151,7 @@ export class ChangeStreamFeeder {
       while (!this.closed && this.streams.get(key) === entry) {
         const started = Date.now();
         const event = await stream.tryNext();
+        this.clients.succeeded(entry.client);
         markOpened();
         if (event) {
           this.failures = 0;
@@ -170,6 +178,7 @@ export class ChangeStreamFeeder {
       }
     } catch (error) {
       markOpened();
+      this.clients.failed(error, entry.client);
       this.failed(key, stream, error as Error & { code?: number });
     }
   }
@@ -214,6 +223,18 @@ export class ChangeStreamFeeder {
     const historyLost = error.code !== undefined && HISTORY_LOST.has(error.code);
     this.log.warn('change stream failed; reopening it', { collection: key || '(database)', error: error.message, resume: !historyLost });
     this.retry(key, historyLost);
+  }
+
+  /** The store's client was replaced: every stream reopens on the new one, from its resume token, and its live queries re-read. */
+  private restart(): void {
+    if (this.closed) return;
+    for (const key of [...this.streams.keys()]) {
+      const entry = this.streams.get(key)!;
+      this.streams.delete(key);
+      void entry.stream.close().catch(() => undefined);
+      this.open(key);
+      void this.streams.get(key)?.opened.then(() => this.hub.resync('database client replaced', this.scope === 'database' ? undefined : key));
+    }
   }
 
   private retry(key: string, fresh: boolean): void {

@@ -7,9 +7,10 @@
 import type { Collection as RawCollection, Document as BsonDocument } from 'mongodb';
 import { idStringify } from '../../ddp/ids.js';
 import { selectorIds } from '../../query/selector.js';
-import { DatabaseUnavailableError, type CollectionDriver, type IndexDescription, type QueryPlan, type QueryResult, type WriteOutcome } from '../driver.js';
+import type { CollectionDriver, IndexDescription, QueryPlan, QueryResult, WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import type { ChangeHub, WriteToken } from './change-hub.js';
+import type { ClientHolder } from './client-holder.js';
 import type { PublishedChange } from './fanout-feeder.js';
 import { fromMongoDocument, toMongo } from './values.js';
 
@@ -25,8 +26,6 @@ export interface MongoCollectionHost {
   countRead(n: number): void;
   /** Wraps driver errors (network, server selection) in errors the caller can act on. */
   translate(error: unknown): Error;
-  /** An operation with no answer after this long fails as unavailable (see MongoStoreOptions). */
-  operationTimeoutMs: number;
 }
 
 function isOperatorModifier(modifier: Document): boolean {
@@ -37,9 +36,14 @@ function isOperatorModifier(modifier: Document): boolean {
 export class MongoCollection implements CollectionDriver {
   constructor(
     readonly name: string,
-    private readonly raw: RawCollection,
+    private readonly clients: ClientHolder,
     private readonly host: MongoCollectionHost,
   ) {}
+
+  /** The driver's collection on the current client (it changes when a wedged client is replaced). */
+  private get raw(): RawCollection {
+    return this.clients.collection(this.name);
+  }
 
   async insert(doc: Document): Promise<WriteOutcome> {
     const after = this.host.hub.position;
@@ -197,19 +201,12 @@ export class MongoCollection implements CollectionDriver {
     return { collection: this.name, keys: ids.map(idStringify), expect: unknownIds && !this.host.tracksIds ? 0 : expect, after };
   }
 
+  /** Runs an operation with the holder's deadline; driver errors come out as errors the caller can act on. */
   private async call<T>(operation: () => Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    // The driver has no deadline for an operation on a connection that went silent; the caller gets one.
-    const deadline = new Promise<never>((_, reject) => {
-      const ms = this.host.operationTimeoutMs;
-      timer = setTimeout(() => reject(new DatabaseUnavailableError(`MongoDB gave no answer within ${ms} ms (the operation's outcome is unknown)`)), ms);
-    });
     try {
-      return await Promise.race([operation(), deadline]);
+      return await this.clients.run(operation);
     } catch (error) {
       throw this.host.translate(error);
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

@@ -3,9 +3,11 @@
  * the whole database, or per collection where that is all the server offers),
  * or polling. Used by a store for its own live queries, and by the fan-out relay.
  */
-import type { Db, MongoClient } from 'mongodb';
+import type { Db } from 'mongodb';
 import type { Logger } from '../../log.js';
+import type { ChangeSourceKind } from '../change-source.js';
 import type { ChangeHub } from './change-hub.js';
+import type { ClientHolder } from './client-holder.js';
 import { ChangeStreamFeeder, type StreamScope } from './change-stream-feeder.js';
 import { OplogFeeder } from './oplog-feeder.js';
 import { PollFeeder } from './poll-feeder.js';
@@ -16,6 +18,7 @@ export type DatabaseSourceChoice = 'auto' | 'change-stream' | 'oplog' | 'poll';
 export interface OpenedFeeder {
   feeder: DatabaseFeeder;
   name: string;
+  kind: ChangeSourceKind;
   reason: string;
   /** Whether the feeder reports changes by document id (fences then wait for those ids). */
   tracksIds: boolean;
@@ -45,17 +48,18 @@ async function streamDelivers(db: Db, scope: StreamScope, ms: number): Promise<b
 
 export async function openDatabaseFeeder(
   hub: ChangeHub,
-  db: Db,
-  oplogClient: MongoClient | undefined,
+  clients: ClientHolder,
+  oplogClients: ClientHolder | undefined,
   choice: DatabaseSourceChoice,
   pollIntervalMs: number,
   log: Logger,
 ): Promise<OpenedFeeder> {
-  if (choice === 'oplog' || (choice === 'auto' && oplogClient)) {
-    if (!oplogClient) throw new Error('The oplog change source needs MONGO_OPLOG_URL');
-    const feeder = new OplogFeeder(oplogClient.db().collection('oplog.rs'), db.databaseName, hub, { minIntervalMs: 20, maxIntervalMs: 200 }, log);
+  const db = clients.db;
+  if (choice === 'oplog' || (choice === 'auto' && oplogClients)) {
+    if (!oplogClients) throw new Error('The oplog change source needs MONGO_OPLOG_URL');
+    const feeder = new OplogFeeder(oplogClients, db.databaseName, hub, { minIntervalMs: 20, maxIntervalMs: 200 }, log);
     await feeder.start();
-    return { feeder, name: 'oplog tailing', reason: choice === 'oplog' ? 'chosen' : 'MONGO_OPLOG_URL is set', tracksIds: true };
+    return { feeder, name: 'oplog tailing', kind: 'oplog', reason: choice === 'oplog' ? 'chosen' : 'MONGO_OPLOG_URL is set', tracksIds: true };
   }
   if (choice === 'change-stream' || choice === 'auto') {
     const scope: StreamScope | undefined = (await streamDelivers(db, 'database', 1500))
@@ -65,13 +69,13 @@ export async function openDatabaseFeeder(
         : undefined;
     await db.collection(PROBE_COLLECTION).drop().catch(() => undefined);
     if (scope) {
-      const feeder = new ChangeStreamFeeder(db, hub, scope, log);
+      const feeder = new ChangeStreamFeeder(clients, hub, scope, log);
       hub.ready = (collection) => feeder.streaming(collection);
       return scope === 'database'
-        ? { feeder, name: 'a database change stream', reason: 'the server streams database changes', tracksIds: true }
-        : { feeder, name: 'per-collection change streams', reason: 'the server streams collection changes only', tracksIds: true };
+        ? { feeder, name: 'a database change stream', kind: 'change-stream', reason: 'the server streams database changes', tracksIds: true }
+        : { feeder, name: 'per-collection change streams', kind: 'change-stream', reason: 'the server streams collection changes only', tracksIds: true };
     }
     if (choice === 'change-stream') throw new Error('This MongoDB server does not deliver change streams (a replica set is needed)');
   }
-  return { feeder: new PollFeeder(hub, pollIntervalMs), name: 'polling', reason: choice === 'poll' ? 'chosen' : 'no change streams and no MONGO_OPLOG_URL', tracksIds: false };
+  return { feeder: new PollFeeder(hub, pollIntervalMs), name: 'polling', kind: 'polling', reason: choice === 'poll' ? 'chosen' : 'no change streams and no MONGO_OPLOG_URL', tracksIds: false };
 }

@@ -10,10 +10,11 @@
  * deletes, updates as operators ($set, $inc, ...), as MongoDB 5's `$v: 2`
  * diffs, as replacements, and FerretDB's whole-document `$set`; drops re-read.
  */
-import { Timestamp, type Collection, type Document as BsonDocument } from 'mongodb';
+import { Timestamp, type Document as BsonDocument } from 'mongodb';
 import type { Logger } from '../../log.js';
 import type { Document } from '../types.js';
 import type { ChangeHub } from './change-hub.js';
+import type { ClientHolder } from './client-holder.js';
 import { fromMongo, fromMongoDocument } from './values.js';
 
 export interface OplogFeederOptions {
@@ -58,7 +59,8 @@ export class OplogFeeder {
   private failing = false;
 
   constructor(
-    private readonly oplog: Collection,
+    /** The oplog's client; reads go through it, so a replaced client is used from the next read on, from the same position. */
+    private readonly clients: ClientHolder,
     private readonly dbName: string,
     private readonly hub: ChangeHub,
     private readonly options: OplogFeederOptions,
@@ -67,9 +69,13 @@ export class OplogFeeder {
     hub.onWatchedChange = () => this.poke();
   }
 
+  private get oplog() {
+    return this.clients.collection('oplog.rs');
+  }
+
   /** Starts after the newest entry; nothing older is replayed. */
   async start(): Promise<void> {
-    const [newest] = await this.oplog.find({}, { sort: { $natural: -1 }, limit: 1, projection: { ts: 1 } }).toArray();
+    const [newest] = await this.clients.run(() => this.oplog.find({}, { sort: { $natural: -1 }, limit: 1, projection: { ts: 1 } }).toArray());
     this.lastTs = (newest?.ts as Timestamp | undefined) ?? new Timestamp({ t: Math.floor(Date.now() / 1000), i: 0 });
     this.schedule(0);
   }
@@ -102,7 +108,7 @@ export class OplogFeeder {
       if (watched.length > 0 && this.lastTs) {
         const since = new Timestamp({ t: Math.max(0, this.lastTs.high - 1), i: 0 });
         const namespaces = [...watched.map((c) => `${this.dbName}.${c}`), `${this.dbName}.$cmd`];
-        const entries = (await this.oplog.find({ ts: { $gt: since }, ns: { $in: namespaces } }).toArray()) as unknown as OplogEntry[];
+        const entries = (await this.clients.run(() => this.oplog.find({ ts: { $gt: since }, ns: { $in: namespaces } }).toArray())) as unknown as OplogEntry[];
         entries.sort((a, b) => a.ts.compare(b.ts));
         for (const entry of entries) {
           const key = entry._id === undefined ? `${entry.ts.toString()}:${JSON.stringify(entry.o2 ?? entry.o)}` : String(entry._id);

@@ -5,17 +5,17 @@
  * watches, and publishes what it sees. When the lease moves to another server,
  * the new relay starts with a resync of each collection (the gap is unknown).
  */
-import type { Db, MongoClient } from 'mongodb';
 import type { Lease } from '../../coordination/lease.js';
 import type { WatchedCollections } from '../../fanout/watched-collections.js';
 import type { Logger } from '../../log.js';
 import { ChangeHub } from './change-hub.js';
+import type { ClientHolder } from './client-holder.js';
 import type { FanoutFeeder } from './fanout-feeder.js';
 import { openDatabaseFeeder, type DatabaseFeeder, type DatabaseSourceChoice } from './feeders.js';
 
 export interface RelayOptions {
-  db: Db;
-  oplogClient: MongoClient | undefined;
+  clients: ClientHolder;
+  oplogClients: ClientHolder | undefined;
   choice: DatabaseSourceChoice;
   pollIntervalMs: number;
   fanout: FanoutFeeder;
@@ -77,9 +77,9 @@ export class Relay {
   }
 
   private async lead(): Promise<void> {
-    const { db, oplogClient, choice, pollIntervalMs, log } = this.options;
+    const { clients, oplogClients, choice, pollIntervalMs, log } = this.options;
     this.hub = new ChangeHub('relay', { maxWaitMs: 1000, log, counted: false });
-    const opened = await openDatabaseFeeder(this.hub, db, oplogClient, choice, pollIntervalMs, log);
+    const opened = await openDatabaseFeeder(this.hub, clients, oplogClients, choice, pollIntervalMs, log);
     this.feeder = opened.feeder;
     log.info('this server relays database changes to the fan-out bus', { via: opened.name });
   }

@@ -11,32 +11,21 @@
  * streams when a probe shows the server delivers them, else polling.
  */
 import { apm } from '../../metrics/apm.js';
-import { MongoClient, MongoError, MongoNetworkError, MongoNotConnectedError, MongoServerClosedError, MongoServerSelectionError, MongoTopologyClosedError, type Db } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { createLogger, redactedUrl, type Logger } from '../../log.js';
+import type { ChangeSourceKind } from '../change-source.js';
 import { dataMetrics } from '../data-metrics.js';
 import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
 import type { FanoutBus } from '../../fanout/bus.js';
 import type { Lease } from '../../coordination/lease.js';
 import type { WatchedCollections } from '../../fanout/watched-collections.js';
 import { ChangeHub } from './change-hub.js';
+import { ClientHolder, isUnavailable } from './client-holder.js';
 import { MongoCollection } from './collection.js';
 import { FanoutFeeder } from './fanout-feeder.js';
 import { openDatabaseFeeder, type DatabaseFeeder } from './feeders.js';
 import { IpcFeeder, type FeedLink } from './ipc-feeder.js';
 import { Relay } from './relay.js';
-
-/** Server error codes that mean "not now" (shutting down, stepping down, unreachable): the retryable ones of MongoDB's specifications. */
-const UNAVAILABLE_CODES = new Set([6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436]);
-
-/** Whether a driver error means the database cannot be reached or cannot serve now (a client may retry), rather than a bad request. */
-function isUnavailable(error: unknown): boolean {
-  if (error instanceof MongoServerSelectionError || error instanceof MongoNetworkError || error instanceof MongoNotConnectedError) return true;
-  if (error instanceof MongoServerClosedError || error instanceof MongoTopologyClosedError) return true;
-  if (!(error instanceof MongoError)) return false;
-  // The pool's own errors are not exported as classes.
-  if (error.name === 'MongoPoolClosedError' || error.name === 'MongoWaitQueueTimeoutError') return true;
-  return error.hasErrorLabel('RetryableWriteError') || (typeof error.code === 'number' && UNAVAILABLE_CODES.has(error.code));
-}
 
 export type ChangeSourceChoice = 'auto' | 'change-stream' | 'oplog' | 'poll' | 'ipc';
 
@@ -57,8 +46,13 @@ export interface MongoStoreOptions {
    * waiting on it would hold its client's method queue forever.
    */
   operationTimeoutMs?: number;
+  /**
+   * After operations have failed as unavailable this long (default 3000 ms), a new client is
+   * tried; if it can reach the database while the store's cannot, it replaces it (see client-holder.ts).
+   */
+  wedgedAfterMs?: number;
   /** For change source `ipc` (a worker): the primary's change feed, and what it follows the database with. */
-  feed?: { link: FeedLink; name: string };
+  feed?: { link: FeedLink; name: string; kind: ChangeSourceKind };
   /**
    * Cross-server fan-out: writes are published on the bus, live queries follow
    * the bus, and the server holding `relay.lease` relays changes made outside
@@ -97,45 +91,51 @@ export class MongoStore implements StorageDriver {
   private fanout: FanoutFeeder | undefined;
   private relay: Relay | undefined;
   private tracksIds = true;
-  readonly log: Logger;
 
   private constructor(
-    readonly client: MongoClient,
-    private readonly db: Db,
-    private readonly oplogClient: MongoClient | undefined,
+    /** The store's client, replaced when it is wedged (see client-holder.ts). */
+    readonly clients: ClientHolder,
+    readonly oplogClients: ClientHolder | undefined,
     private readonly options: MongoStoreOptions,
+    readonly log: Logger,
   ) {
-    this.log = createLogger('mongo');
     this.changes = new ChangeHub('none', { maxWaitMs: options.fenceTimeoutMs ?? 1000, log: this.log });
   }
 
   static async open(options: MongoStoreOptions): Promise<MongoStore> {
     const log = createLogger('mongo');
     const serverSelectionTimeoutMS = options.serverSelectionTimeoutMs ?? 10000;
-    const client = await connected(options.url, serverSelectionTimeoutMS);
-    const oplogClient = options.oplogUrl ? await connected(options.oplogUrl, serverSelectionTimeoutMS) : undefined;
-    const store = new MongoStore(client, client.db(), oplogClient, options);
+    const holder = async (role: string, url: string) =>
+      new ClientHolder(await connected(url, serverSelectionTimeoutMS), {
+        role,
+        connect: (timeoutMs) => connected(url, timeoutMs),
+        log,
+        operationTimeoutMs: options.operationTimeoutMs ?? 30000,
+        wedgedAfterMs: options.wedgedAfterMs,
+      });
+    const clients = await holder('database', options.url);
+    const oplogClients = options.oplogUrl ? await holder('oplog', options.oplogUrl) : undefined;
+    const store = new MongoStore(clients, oplogClients, options, log);
     await store.chooseSource(options.changeSource ?? 'auto');
     store.resyncAfterOutages();
-    log.info('connected', { database: store.db.databaseName, changes: store.changes.name });
+    log.info('connected', { database: store.databaseName, changes: store.changes.name });
     return store;
   }
 
   get databaseName(): string {
-    return this.db.databaseName;
+    return this.clients.db.databaseName;
   }
 
   collection(name: string): MongoCollection {
     let collection = this.collections.get(name);
     if (!collection) {
-      collection = new MongoCollection(name, this.db.collection(name), {
+      collection = new MongoCollection(name, this.clients, {
         hub: this.changes,
         tracksIds: this.tracksIds,
         ownWrite: (c) => this.ownWrite(c),
         publish: this.fanout ? (c, changes) => this.fanout!.published(c, changes) : undefined,
         countRead: (n) => dataMetrics.databaseReads.inc(n),
         translate: (error) => this.translate(error),
-        operationTimeoutMs: this.options.operationTimeoutMs ?? 30000,
       });
       this.collections.set(name, collection);
     }
@@ -147,8 +147,8 @@ export class MongoStore implements StorageDriver {
     this.fanout?.close();
     this.feeder?.close();
     this.changes.close();
-    await this.client.close();
-    await this.oplogClient?.close();
+    await this.clients.close();
+    await this.oplogClients?.close();
   }
 
   /**
@@ -157,16 +157,26 @@ export class MongoStore implements StorageDriver {
    * query re-reads and clients converge.
    */
   private resyncAfterOutages(): void {
+    this.followOutages(this.clients.client);
+    this.clients.onReplaced((client) => {
+      this.followOutages(client);
+      this.changes.resync('database client replaced');
+    });
+  }
+
+  private followOutages(client: MongoClient): void {
     // A quick restart can pass between two heartbeats; its trace is connections
     // failing. Once they stop failing for a moment, re-read.
     let settle: NodeJS.Timeout | undefined;
-    this.client.on('connectionClosed', (event) => {
+    client.on('connectionClosed', (event) => {
       if (event.reason !== 'error') return;
       clearTimeout(settle);
       settle = setTimeout(() => this.changes.resync('database connections failed'), 500);
       settle.unref();
     });
-    this.client.on('serverDescriptionChanged', (event) => {
+    client.on('serverDescriptionChanged', (event) => {
+      // A client being replaced goes quiet; only the current one speaks for the database.
+      if (client !== this.clients.client) return;
       const was = event.previousDescription.type;
       const now = event.newDescription.type;
       if (was === 'Unknown' && now !== 'Unknown') {
@@ -188,28 +198,30 @@ export class MongoStore implements StorageDriver {
   }
 
   private translate(error: unknown): Error {
+    if (error instanceof DatabaseUnavailableError) return error;
     if (isUnavailable(error)) return new DatabaseUnavailableError((error as Error).message, error);
     return error instanceof Error ? error : new Error(String(error));
   }
 
   private async chooseSource(choice: ChangeSourceChoice): Promise<void> {
-    const why = (source: string, reason: string) => {
+    const why = (source: string, kind: ChangeSourceKind, reason: string) => {
       this.changes.name = source;
+      this.changes.kind = kind;
       this.log.info(`live queries follow ${source}`, { why: reason });
     };
     if (choice === 'ipc') {
       if (!this.options.feed) throw new Error('The ipc change source needs the primary\'s feed');
       this.feeder = new IpcFeeder(this.changes, this.options.feed.link);
-      why(`the primary's ${this.options.feed.name}`, 'a worker receives the changes its primary follows for the whole machine');
+      why(`the primary's ${this.options.feed.name}`, this.options.feed.kind, 'a worker receives the changes its primary follows for the whole machine');
       return;
     }
     if (this.options.fanout) {
       const { bus, serverId, relay } = this.options.fanout;
-      this.fanout = new FanoutFeeder(this.changes, bus, this.db.databaseName, serverId, this.log);
+      this.fanout = new FanoutFeeder(this.changes, bus, this.databaseName, serverId, this.log);
       if (relay) {
         this.relay = new Relay({
-          db: this.db,
-          oplogClient: this.oplogClient,
+          clients: this.clients,
+          oplogClients: this.oplogClients,
           choice,
           pollIntervalMs: this.options.pollIntervalMs ?? 10000,
           fanout: this.fanout,
@@ -219,13 +231,13 @@ export class MongoStore implements StorageDriver {
         });
         this.relay.start();
       }
-      why('the fan-out bus', relay ? 'writes of every server arrive on it, and one server relays changes made outside Perseid' : 'writes of every server arrive on it');
+      why('the fan-out bus', 'fanout', relay ? 'writes of every server arrive on it, and one server relays changes made outside Perseid' : 'writes of every server arrive on it');
       return;
     }
-    const opened = await openDatabaseFeeder(this.changes, this.db, this.oplogClient, choice, this.options.pollIntervalMs ?? 10000, this.log);
+    const opened = await openDatabaseFeeder(this.changes, this.clients, this.oplogClients, choice, this.options.pollIntervalMs ?? 10000, this.log);
     this.feeder = opened.feeder;
     this.tracksIds = opened.tracksIds;
-    why(opened.name, opened.reason);
+    why(opened.name, opened.kind, opened.reason);
   }
 }
 

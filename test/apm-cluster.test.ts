@@ -1,0 +1,90 @@
+/**
+ * A balancing cluster's /metrics: two real servers (processes on loopback)
+ * sharing a registry in a real Redis; the balancer's scrape lists every
+ * server's summary (sessions, CPU, event-loop delay, memory, methods/s,
+ * p95) labelled by its registry id, as each announced it.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import SimpleDDP from 'simpleddp';
+import WebSocket from 'ws';
+import { serviceUrl } from '../scripts/services/control.js';
+import { freePort } from '../scripts/services/process.js';
+import { freshDatabase } from './databases.js';
+import { seriesValue } from './helpers.js';
+import { eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { needsServices } from './skips.js';
+
+const APP = 'dist/test/fixtures/cluster-app.js';
+const mongo = await serviceUrl('mongo-java-server');
+const redis = await serviceUrl('redis');
+const skip = needsServices({ 'mongo-java-server': mongo, redis });
+
+/** A raw WebSocket that says a balancer already chose this server, so it stays where it connects. */
+class PassedOnWebSocket extends WebSocket {
+  constructor(url: string) {
+    super(url, { headers: { 'x-perseid-balanced': '1' } });
+  }
+}
+
+async function member(env: NodeJS.ProcessEnv, extra: string[] = []): Promise<PerseidProcess> {
+  const port = await freePort();
+  return startPerseid(APP, ['--port', String(port), '--public-url', `http://127.0.0.1:${port}`, '--discovery-interval-ms', '200', ...extra], env);
+}
+
+
+describe("a balancing cluster's /metrics", { skip }, () => {
+  let database: ReturnType<typeof freshDatabase>;
+  let balancer: PerseidProcess;
+  let other: PerseidProcess;
+  const clients: SimpleDDP[] = [];
+
+  before(async () => {
+    database = freshDatabase(mongo!);
+    const env = { MONGO_URL: database.url, REDIS_URL: redis! };
+    [balancer, other] = await Promise.all([member(env, ['--balancer']), member(env)]);
+  });
+
+  after(async () => {
+    await Promise.all(clients.map((c) => c.disconnect().catch(() => undefined)));
+    await Promise.all([balancer?.stop(), other?.stop()]);
+    await database?.drop();
+  });
+
+  it("lists every server's summary, labelled by server", async () => {
+    const ids = async (server: PerseidProcess) => {
+      const stats = (await (await fetch(`${server.url}/perseid/stats`)).json()) as { cluster?: { id: string; servers: Array<{ id: string; url: string }> } };
+      return stats.cluster;
+    };
+    await eventually(async () => (await ids(balancer))?.servers.length === 2, 'the balancer to see both servers', 10000);
+    const cluster = (await ids(balancer))!;
+    const otherId = cluster.servers.find((s) => s.url === other.url)!.id;
+    // Three clients on the other server, one on the balancer (kept there), each announced within 200 ms.
+    const open = async (url: string) => {
+      const client = new SimpleDDP({ endpoint: `${url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: PassedOnWebSocket, reconnectInterval: 100 });
+      clients.push(client);
+      await client.connect();
+      return client;
+    };
+    const [caller] = await Promise.all([open(other.url), open(other.url), open(other.url), open(balancer.url)]);
+    let text = '';
+    await eventually(
+      async () => {
+        // Calls keep coming until the other server announces a window that had some.
+        await caller!.call('whoami');
+        text = await (await fetch(`${balancer.url}/metrics`)).text();
+        return seriesValue(text, `perseid_server_sessions{server="${otherId}"}`) === 3 && seriesValue(text, `perseid_server_sessions{server="${cluster.id}"}`) === 1 && (seriesValue(text, `perseid_server_methods_per_second{server="${otherId}"}`) ?? 0) > 0;
+      },
+      'the balancer to list both servers with their sessions and calls',
+      15000,
+    );
+    for (const id of [cluster.id, otherId]) {
+      assert.ok(seriesValue(text, `perseid_server_resident_memory_bytes{server="${id}"}`)! > 10 * 1024 * 1024, `memory of ${id}`);
+      for (const family of ['perseid_server_cpu_percent', 'perseid_server_event_loop_delay_seconds', 'perseid_server_method_p95_seconds', 'perseid_server_methods_per_second']) {
+        const v = seriesValue(text, `${family}{server="${id}"}`);
+        assert.ok(v !== undefined && v >= 0, `${family} of ${id}: ${v}`);
+      }
+    }
+    assert.equal(text.match(/^# TYPE perseid_server_sessions gauge$/gm)?.length, 1);
+  });
+});
