@@ -5,6 +5,9 @@
  * the fast baseline go to a JSON file and a Markdown table.
  *
  * Usage: node dist/bench/suite.js [--cases s1-think,s1,s2,s3-20kb,s3-200kb,s3-200kb-live] [--runs 3] [--ladder 32,48,64]
+ *        [--targets perseid,fast] [--load-extra="--processes 2"]
+ * Run it with another Node (`/path/to/node dist/bench/suite.js`) and every
+ * server and generator runs on that Node.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -49,6 +52,9 @@ Usage: suite [options]
   --runs <n>       runs per case and target; medians are reported (default 3)
   --ladder <list>  also run S1 with 500 ms think time at these rates (clients/s), once each,
                    and report the highest rate held (every client done, no error, p99 < 1 s)
+  --targets <list> servers to run, of perseid, fast, naive (default all each case has)
+  --load-extra=<args>  more perseid load arguments for every run, e.g. --load-extra="--processes 2"
+                   (a second generator setting, so a figure does not hang on one client's timing)
   --out <file>     JSON results (default bench/results/suite.json)`;
 
 const { values } = parseArgs({
@@ -56,6 +62,8 @@ const { values } = parseArgs({
     cases: { type: 'string', default: Object.keys(CASES).join(',') },
     runs: { type: 'string', default: '3' },
     ladder: { type: 'string' },
+    targets: { type: 'string' },
+    'load-extra': { type: 'string', default: '' },
     out: { type: 'string', default: join('bench', 'results', 'suite.json') },
     help: { type: 'boolean', short: 'h' },
   },
@@ -65,6 +73,9 @@ if (values.help) {
   process.exit(0);
 }
 const cases = values.cases!.split(',');
+const targetsWanted = values.targets?.split(',');
+const loadExtra = values['load-extra']!.split(' ').filter(Boolean);
+const targetsOf = (name: string) => CASES[name]!.targets.filter((t) => !targetsWanted || targetsWanted.includes(t));
 for (const name of cases) {
   if (!CASES[name]) {
     console.error(`unknown case ${name}\n\n${HELP}`);
@@ -97,7 +108,7 @@ async function runCase(caseName: string, spec: Case, target: string, port: numbe
       keeper = spawn(...onCore(1, ['dist/src/cli/main.js', 'load', 's6', '--url', `http://127.0.0.1:${port}`, '--rate', '1', '--duration', '1', '--param', `publication=${spec.keepLive[0]}`, '--param', 'hold=100000', '--grace', '100000']), { stdio: 'ignore' });
       await new Promise((r) => setTimeout(r, 2000));
     }
-    await runGenerator(onCore(1, ['dist/src/cli/main.js', 'load', spec.scenario, '--url', `http://127.0.0.1:${port}`, ...loadArgs, '--server-pid', String(server.pid), '--json', jsonFile]));
+    await runGenerator(onCore(1, ['dist/src/cli/main.js', 'load', spec.scenario, '--url', `http://127.0.0.1:${port}`, ...loadArgs, ...loadExtra, '--server-pid', String(server.pid), '--json', jsonFile]));
     const stats = await serverStats(port);
     return { caseName, target, report: readReport(jsonFile), messagesSent: stats.perseid_messages_sent_total ?? NaN };
   } finally {
@@ -162,7 +173,7 @@ const save = (extra: object = {}) => {
 let port = 4400;
 for (let run = 1; run <= runs; run++) {
   for (const caseName of cases) {
-    for (const target of CASES[caseName]!.targets) {
+    for (const target of targetsOf(caseName)) {
       process.stderr.write(`run ${run}/${runs}: ${caseName} on ${target}\n`);
       outcomes.push(await runCase(caseName, CASES[caseName]!, target, port++));
       save();
@@ -171,7 +182,7 @@ for (let run = 1; run <= runs; run++) {
 }
 
 const rows: Row[] = [];
-for (const caseName of cases) for (const target of CASES[caseName]!.targets) rows.push(row(caseName, target, outcomes.filter((o) => o.caseName === caseName && o.target === target)));
+for (const caseName of cases) for (const target of targetsOf(caseName)) rows.push(row(caseName, target, outcomes.filter((o) => o.caseName === caseName && o.target === target)));
 const table = [
   '| case | server | completed | failed | server CPU s | CPU % | peak RSS MB | p50 ms | p99 ms | rate | µs CPU / message | CPU × fast |',
   '|---|---|---|---|---|---|---|---|---|---|---|---|',

@@ -10,9 +10,11 @@ import type { Document, FindOptions } from '../src/data/types.js';
 import { clone, equals } from '../src/ddp/ejson.js';
 import { createWithSeeds } from '../src/ddp/random.js';
 import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
+import { LiveQueryRegistry } from '../src/reactive/registry.js';
 import { WriteFence } from '../src/reactive/write-fence.js';
 import { runInWriteScope } from '../src/reactive/write-scope.js';
 import './helpers.js';
+import { HeldReads, ReshapingDriver } from './reshaping-driver.js';
 
 type Event = [kind: string, id: unknown, fields?: Record<string, unknown>];
 
@@ -133,6 +135,48 @@ describe('live queries', () => {
     for (let i = 4; i <= 25; i++) await items.removeAsync(`d${i}`);
     await waitFor(async () => equals(Object.fromEntries(w.docs), Object.fromEntries(await expected(items, {}, options))));
     w.handle.stop();
+  });
+
+  it('keeps a window right when it must re-read while it reads one changed document: the re-read waits, so no older result undoes a later change', async () => {
+    // Updates arrive by id alone (as the MongoDB driver publishes its own), so each costs a read
+    // of the document; every read is held until the test releases it.
+    const reads = new HeldReads();
+    const driver = new ReshapingDriver(database.driver, reads.pause);
+    driver.shape = { kind: 'id' };
+    const registry = new LiveQueryRegistry(driver, { requeryThrottleMs: 0, windowBuffer: 1 });
+    const data = database.driver.collection(items.name);
+    for (let i = 1; i <= 6; i++) await data.insert({ _id: `d${i}`, n: i });
+    const shown = new Map<string, Record<string, unknown>>();
+    const labels: unknown[] = []; // d3's, as shown
+    reads.openAll();
+    await registry.observe(
+      { collection: items.name, selector: {}, sort: [['n', 1], ['_id', 1]], limit: 3 },
+      {
+        onChange: (change) => {
+          if (change.kind === 'removed') shown.delete(change.key);
+          else shown.set(change.key, { ...change.after });
+          if (change.key === 'd3' && change.after) labels.push(change.after.label);
+        },
+      },
+    );
+    reads.close();
+    // One batch: the window (d1, d2, d3 and the buffer's d4) loses two documents, so it must
+    // re-read (its timer: 0 ms), and d3 changes, so it reads d3.
+    await Promise.all([data.remove({ _id: { $in: ['d1', 'd2'] } }), data.update({ _id: 'd3' }, { $set: { label: 'x' } }, {})]);
+    const releaseD3 = await reads.next((query) => query.selector._id === 'd3');
+    // Timers of the same delay fire in the order they were set: the re-read's is due first.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    releaseD3();
+    const releaseReread = await reads.next((query) => query.selector._id === undefined);
+    // A change while the re-read is out: its result, read before the change, must not undo it.
+    driver.shape = { kind: 'doc' };
+    const { token } = await data.update({ _id: 'd3' }, { $set: { label: 'y' } }, {});
+    releaseReread();
+    reads.openAll();
+    await registry.settled(items.name, token);
+    assert.deepEqual(labels, [undefined, 'x', 'y'], 'd3 never went back to its older version');
+    assert.deepEqual(shown, await expected(items, {}, { sort: { n: 1 }, limit: 3 }));
+    registry.stopAll();
   });
 
   it('handles skip with sort, and a projection that hides the sort field', async () => {

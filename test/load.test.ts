@@ -230,12 +230,30 @@ export default async function (client, ctx) {
         [['nope', '--url', tasks.url], /cannot load the scenario 'nope'/],
         [['s1', '--url', 'http://127.0.0.1:9'], /cannot reach http:\/\/127\.0\.0\.1:9/],
         [['s1', '--url', tasks.url, '--rate', '100', '--duration', '100', '--max-users', '10'], /more than --max-users 10/],
+        [['s1', '--url', tasks.url, '--processes', '0'], /--processes must be/],
       ];
       for (const [args, message] of cases) {
         const out = await cli(args);
         assert.equal(out.status, 2, `${args.join(' ')}: ${out.stderr}`);
         assert.match(out.stderr, message);
       }
+    });
+
+    it('spreads users over generator processes with --processes and merges what they measure', async () => {
+      const json = join(dir, 'processes.json');
+      const sent = metrics.counter('perseid_messages_sent_total', '').get();
+      const out = await cli(['s1', '--url', tasks.url, '--rate', '12', '--duration', '1', '--param', 'tasks=2', '--processes', '3', '--json', json]);
+      assert.equal(out.status, 0, out.stderr);
+      const report = JSON.parse(readFileSync(json, 'utf8')) as LoadReport;
+      assert.equal(report.shape.processes, 3);
+      assert.deepEqual({ ...report.users, maxActive: 0 }, { planned: 12, started: 12, completed: 12, failed: 0, aborted: 0, maxActive: 0 });
+      // Every user's operations, from whichever process ran it, are in the merged histograms.
+      assert.equal(report.measures.connect!.count, 12);
+      assert.equal(report.measures.insertTask!.count, 24);
+      assert.equal(report.timeline.reduce((n, p) => n + p.completed, 0), 12);
+      assert.equal(report.traffic.messagesIn, metrics.counter('perseid_messages_sent_total', '').get() - sent);
+      assert.ok(report.generatorCpuSeconds > 0);
+      assert.match(out.stderr, /\(3 processes\)/);
     });
 
     it('writes JSON, and exits 1 when --compare finds a figure worse than the threshold', async () => {

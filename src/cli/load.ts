@@ -34,6 +34,7 @@ export const loadCommand: CommandSpec = {
     'timeout-ms': { type: 'string', value: '<ms>', help: 'Longest a single wait may take (default 30000)' },
     'max-users': { type: 'string', value: '<n>', help: 'Refuse a run that would start more users (default 20000)' },
     grace: { type: 'string', value: '<s>', help: 'How long users may run after the last one started before they are stopped (default 60)' },
+    processes: { type: 'string', value: '<n>', help: 'Spread the users over n generator processes (user k in process k mod n) and merge what they measure, when one core cannot drive the load (default 1)' },
     'server-pid': { type: 'string', value: '<pid>', help: 'Sample this process\'s CPU and memory (Linux /proc)' },
     spawn: { type: 'string', value: '<command>', help: 'Start the server with this command, sample it, stop it afterwards' },
     json: { type: 'string', value: '<file>', help: 'Write the full report as JSON' },
@@ -110,6 +111,8 @@ function settingsFrom(parsed: Parsed): LoadSettings {
   settings.maxUsers = integerOption(values, 'max-users', 1, 10000000);
   settings.graceSeconds = numberOption(values, 'grace', 0, 86400);
   settings.serverPid = integerOption(values, 'server-pid', 1, 2 ** 31);
+  settings.processes = integerOption(values, 'processes', 1, 256);
+  settings.generatorEntry = new URL('./load-generator.js', import.meta.url);
   if (typeof values.spawn === 'string') settings.spawnServer = values.spawn;
   if (settings.serverPid !== undefined && settings.spawnServer) throw new UsageError('--server-pid and --spawn exclude each other');
   const params: Record<string, string> = {};

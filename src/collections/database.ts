@@ -62,6 +62,8 @@ export interface DatabaseOptions extends RegistryOptions {
 const CHANGE_SOURCES: ChangeSourceChoice[] = ['auto', 'change-stream', 'oplog', 'poll', 'ipc'];
 
 export async function openDatabase(options: DatabaseOptions = {}): Promise<Database> {
+  // Routing off exists to measure what it saves (bench/many-queries.ts) and to rule it out when a query misses a change.
+  if (options.routeChanges === undefined && process.env.PERSEID_ROUTE_CHANGES === 'off') options = { ...options, routeChanges: false };
   const mongoUrl = options.mongoUrl ?? process.env.MONGO_URL;
   if (mongoUrl) {
     const changeSource = options.changeSource ?? (process.env.PERSEID_CHANGE_SOURCE as ChangeSourceChoice | undefined) ?? 'auto';

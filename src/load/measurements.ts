@@ -2,7 +2,7 @@
  * Latencies per named measure in HDR histograms (microsecond resolution, three
  * significant digits), overall and per second of the run, plus errors by kind.
  */
-import { build, type Histogram } from 'hdr-histogram-js';
+import { build, decodeFromCompressedBase64, encodeIntoCompressedBase64, type Histogram } from 'hdr-histogram-js';
 
 export interface LatencySummary {
   count: number;
@@ -40,6 +40,25 @@ export function summarize(h: Histogram): LatencySummary {
     max: ms(h.maxValue),
     mean: ms(h.mean),
   };
+}
+
+/** Measurements of one generator process, to be merged into another's (`perseid load --processes`). */
+export interface EncodedMeasurements {
+  overall: Record<string, string>;
+  seconds: Array<{ started: number; completed: number; errors: number; active: number; measures: Record<string, string> }>;
+  errors: Record<string, number>;
+}
+
+function encodeAll(histograms: Map<string, Histogram>): Record<string, string> {
+  return Object.fromEntries([...histograms].map(([name, h]) => [name, encodeIntoCompressedBase64(h)]));
+}
+
+function addAll(into: Map<string, Histogram>, encoded: Record<string, string>, digits: 1 | 2 | 3): void {
+  for (const [name, text] of Object.entries(encoded)) {
+    let h = into.get(name);
+    if (!h) into.set(name, (h = histogram(digits)));
+    h.add(decodeFromCompressedBase64(text));
+  }
 }
 
 interface Second {
@@ -92,6 +111,28 @@ export class Measurements {
   active(count: number, at = performance.now()): void {
     const second = this.second(at);
     second.active = Math.max(second.active, count);
+  }
+
+  encode(): EncodedMeasurements {
+    return {
+      overall: encodeAll(this.overall),
+      seconds: this.seconds.map((s) => ({ started: s.started, completed: s.completed, errors: s.errors, active: s.active, measures: encodeAll(s.measures) })),
+      errors: Object.fromEntries(this.errors),
+    };
+  }
+
+  /** Adds another process's measurements (its seconds counted from the same start). */
+  merge(other: EncodedMeasurements): void {
+    addAll(this.overall, other.overall, 3);
+    other.seconds.forEach((s, index) => {
+      const second = this.second(this.t0 + index * 1000);
+      second.started += s.started;
+      second.completed += s.completed;
+      second.errors += s.errors;
+      second.active += s.active;
+      addAll(second.measures, s.measures, 2);
+    });
+    for (const [kind, n] of Object.entries(other.errors)) this.errors.set(kind, (this.errors.get(kind) ?? 0) + n);
   }
 
   summaries(): Record<string, LatencySummary> {

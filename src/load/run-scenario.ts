@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { toWebSocketUrl } from '../client/url.js';
 import { ProcessSampler } from './process-sampler.js';
 import { operationsPerSecond, type LoadReport, type ServerFigures, type ServerSample } from './report/model.js';
+import { runLoadInProcesses } from './processes.js';
 import { runLoad, type RunOptions } from './runner.js';
 import type { Phase, ScenarioModule } from './scenario.js';
 import { BUILT_IN } from './scenarios/index.js';
@@ -34,6 +35,10 @@ export interface LoadSettings {
   spawnServer?: string;
   command?: string;
   onProgress?: RunOptions['onProgress'];
+  /** Generator processes the users are spread over (default 1: this one). */
+  processes?: number;
+  /** The module each generator process runs (see processes.ts); needed when `processes` > 1. */
+  generatorEntry?: URL;
 }
 
 export class LoadSetupError extends Error {}
@@ -112,9 +117,8 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
         throw new LoadSetupError(`cannot sample process ${pid}: no such process (or no /proc here)`);
       }
     }
-    const result = await runLoad({
+    const options = {
       urls,
-      scenario: module.default,
       client,
       ...shape,
       thinkMs: settings.thinkMs ?? 0,
@@ -122,8 +126,8 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
       maxUsers: settings.maxUsers ?? 20000,
       graceSeconds: settings.graceSeconds ?? Math.max(60, (2 * timeoutMs) / 1000),
       params,
-      onProgress: settings.onProgress,
-      progressExtra: sampler
+    };
+    const progressExtra = sampler
         ? () => {
             const s = sampler!.samples;
             const last = s.at(-1);
@@ -131,8 +135,19 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
             if (!last || !before) return '';
             return `server ${(((last.cpuSeconds - before.cpuSeconds) / (last.t - before.t)) * 100).toFixed(0)} % CPU ${last.rssMb.toFixed(0)} MB`;
           }
-        : undefined,
-    });
+        : undefined;
+    const processes = settings.processes ?? 1;
+    const result =
+      processes > 1
+        ? await runLoadInProcesses({
+            processes,
+            entry: settings.generatorEntry!,
+            scenario: BUILT_IN[name] ? name : resolve(settings.scenario),
+            options,
+            onProgress: settings.onProgress,
+            progressExtra,
+          })
+        : await runLoad({ ...options, scenario: module.default, onProgress: settings.onProgress, progressExtra });
     let server: ServerFigures | undefined;
     if (sampler && pid !== undefined) {
       const { cpuSeconds, peakRssMb } = sampler.stop();
@@ -148,7 +163,7 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
       url: urls.join(' '),
       scenario: { name, description: defaults.description ?? 'custom scenario' },
       client,
-      shape: { ...shape, thinkMs: settings.thinkMs ?? 0 },
+      shape: { ...shape, thinkMs: settings.thinkMs ?? 0, ...(processes > 1 ? { processes } : {}) },
       params,
       ...result,
       rates: {

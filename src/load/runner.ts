@@ -6,7 +6,7 @@
  */
 import { connectClient } from './clients.js';
 import type { ClientCounters, LoadClient } from './load-client.js';
-import { Measurements, type LatencySummary, type TimelinePoint } from './measurements.js';
+import { Measurements, type EncodedMeasurements, type LatencySummary, type TimelinePoint } from './measurements.js';
 import type { Phase, Scenario, ScenarioContext } from './scenario.js';
 
 export interface RunOptions {
@@ -29,9 +29,24 @@ export interface RunOptions {
   graceSeconds: number;
   params: Record<string, string>;
   /** Called every second with a one-line summary, and once at the end. */
-  onProgress?(line: string, progress: { seconds: number; final: boolean }): void;
+  onProgress?(line: string, progress: Progress): void;
+  /**
+   * Run only this process's share of the users (those whose number is `index`
+   * modulo `of`), starting at wall-clock time `startAt` (ms) so that every
+   * process's arrivals line up; the result then carries its raw measurements.
+   */
+  share?: { index: number; of: number; startAt: number };
   /** Extra figures for the progress line (e.g. the server's CPU). */
   progressExtra?(): string;
+}
+
+export interface Progress {
+  seconds: number;
+  final: boolean;
+  started: number;
+  active: number;
+  completed: number;
+  errors: number;
 }
 
 export interface RunResult {
@@ -43,6 +58,8 @@ export interface RunResult {
   traffic: ClientCounters;
   generatorCpuSeconds: number;
   timeline: TimelinePoint[];
+  /** With `share`: what was measured, for merging. */
+  raw?: EncodedMeasurements;
 }
 
 class StoppedError extends Error {}
@@ -81,9 +98,14 @@ function errorKind(error: unknown): string {
 export async function runLoad(options: RunOptions): Promise<RunResult> {
   const fixed = options.concurrency !== undefined;
   const arrivals = fixed ? [] : arrivalTimes(options.phases ?? []);
-  const planned = fixed ? options.concurrency! : arrivals.length;
-  if (planned === 0) throw new Error('the run would start no user: check --rate/--duration or --concurrency');
-  if (planned > options.maxUsers) throw new Error(`the run would start ${planned} users, more than --max-users ${options.maxUsers}`);
+  const total = fixed ? options.concurrency! : arrivals.length;
+  if (total === 0) throw new Error('the run would start no user: check --rate/--duration or --concurrency');
+  if (total > options.maxUsers) throw new Error(`the run would start ${total} users, more than --max-users ${options.maxUsers}`);
+  // The users this process runs (all of them unless it has a share), by number.
+  const share = options.share;
+  const mine = Array.from({ length: total }, (_, vu) => vu).filter((vu) => !share || vu % share.of === share.index);
+  const planned = mine.length;
+  if (share) await new Promise((r) => setTimeout(r, Math.max(0, share.startAt - Date.now())));
 
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
@@ -94,6 +116,8 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
   const closing = new Set<Promise<void>>();
   const users = { planned, started: 0, completed: 0, failed: 0, aborted: 0, maxActive: 0 };
   const arrivalsEnd = fixed ? (options.duration ?? 60) * 1000 : (arrivals.at(-1) ?? 0);
+  const errorCount = () => [...measurements.errors.values()].reduce((a, b) => a + b, 0);
+  const progressOf = (seconds: number, final: boolean): Progress => ({ seconds, final, started: users.started, active, completed: users.completed, errors: errorCount() });
   const hardDeadline = t0 + arrivalsEnd + options.graceSeconds * 1000;
   let stopping = false;
   let active = 0;
@@ -177,13 +201,13 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
   const progress = setInterval(() => {
     measurements.active(active);
     const seconds = (performance.now() - t0) / 1000;
-    const errors = [...measurements.errors.values()].reduce((a, b) => a + b, 0);
+    const errors = errorCount();
     const main = measurements.busiest();
     const p99 = measurements.recentP99(main);
     options.onProgress?.(
       `${seconds.toFixed(0).padStart(4)}s  users ${users.started}/${planned}  active ${active}  done ${users.completed}  errors ${errors}` +
         `  ${main} p99 ${Number.isFinite(p99) ? `${p99.toFixed(1)} ms` : '-'}${options.progressExtra ? `  ${options.progressExtra()}` : ''}`,
-      { seconds, final: false },
+      progressOf(seconds, false),
     );
   }, 1000);
 
@@ -197,12 +221,13 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
   try {
     if (fixed) {
       // Start the fixed crowd over one second rather than all in one instant.
-      for (let vu = 0; vu < planned; vu++) {
+      for (const vu of mine) {
         running.push(runUser(vu));
         await new Promise((r) => setTimeout(r, 1000 / planned));
       }
     } else {
-      for (let vu = 0; vu < arrivals.length && !stopping; vu++) {
+      for (const vu of mine) {
+        if (stopping) break;
         const wait = t0 + arrivals[vu]! - performance.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         running.push(runUser(vu));
@@ -225,10 +250,8 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
     traffic,
     generatorCpuSeconds: (cpu.user + cpu.system) / 1e6,
     timeline: measurements.timeline(),
+    ...(share ? { raw: measurements.encode() } : {}),
   };
-  options.onProgress?.(`${result.seconds.toFixed(0).padStart(4)}s  done: ${users.completed} completed, ${users.failed} failed, ${users.aborted} stopped`, {
-    seconds: result.seconds,
-    final: true,
-  });
+  options.onProgress?.(`${result.seconds.toFixed(0).padStart(4)}s  done: ${users.completed} completed, ${users.failed} failed, ${users.aborted} stopped`, progressOf(result.seconds, true));
   return result;
 }

@@ -59,8 +59,39 @@ function usesOperator(value: unknown, operators: Set<string>): boolean {
   return false;
 }
 
+/** One top-level field equal to a string, number or boolean: the field holds it, or holds an array with it. */
+function equalityTest(field: string, value: string | number | boolean): (doc: Document) => boolean {
+  return (doc) => {
+    const actual = doc[field];
+    return actual === value || (Array.isArray(actual) && actual.includes(value));
+  };
+}
+
+/**
+ * A selector of plain top-level equalities (`{_id: id}`, `{sessionId: s}`), the
+ * commonest by far, tested without building a mingo query: every write by id
+ * compiles one.
+ */
+function compilePlainEqualities(selector: Document): Matcher | undefined {
+  const tests: Array<(doc: Document) => boolean> = [];
+  for (const [field, value] of Object.entries(selector)) {
+    if (field.startsWith('$') || field.includes('.') || !isIndexableValue(value)) return undefined;
+    tests.push(equalityTest(field, value));
+  }
+  const fields = new Set(Object.keys(selector));
+  const [only] = tests;
+  return {
+    test: tests.length === 1 ? only! : (doc) => tests.every((test) => test(doc)),
+    matchesAll: false,
+    incremental: true,
+    fields,
+  };
+}
+
 export function compileSelector(selector: Document): Matcher {
   if (Object.keys(selector).length === 0) return { test: () => true, matchesAll: true, incremental: true, fields: new Set() };
+  const plain = compilePlainEqualities(selector);
+  if (plain) return plain;
   let query: { test(doc: Document): boolean };
   try {
     query = mingoQuery(selector);
@@ -87,4 +118,47 @@ export function selectorIds(selector: Document): unknown[] | undefined {
   if (keys.length === 1 && keys[0] === '$in' && Array.isArray(ops.$in)) return ops.$in as unknown[];
   if (keys.length === 1 && keys[0] === '$eq') return [ops.$eq];
   return undefined;
+}
+
+/** A value an equality index can key on: equal under MongoDB's rules exactly when `===` (NaN excluded). */
+export function isIndexableValue(value: unknown): value is string | number | boolean {
+  return typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && !Number.isNaN(value));
+}
+
+function equalityValues(constraint: unknown): unknown[] | undefined {
+  if (isIndexableValue(constraint)) return [constraint];
+  if (constraint === null || typeof constraint !== 'object' || Array.isArray(constraint) || constraint instanceof Date || constraint instanceof RegExp) return undefined;
+  const ops = constraint as Document;
+  const keys = Object.keys(ops);
+  if (keys.length === 0 || !keys.every((key) => key.startsWith('$'))) return undefined; // a literal sub-document
+  if ('$eq' in ops && isIndexableValue(ops.$eq)) return [ops.$eq];
+  if (Array.isArray(ops.$in) && ops.$in.length > 0 && ops.$in.every(isIndexableValue)) return [...new Set(ops.$in as unknown[])];
+  return undefined;
+}
+
+/**
+ * Top-level fields every matching document must hold one of a few values in
+ * (`{room: 'a'}`, `{room: {$in: [...]}}`, `$eq`, also inside a top-level `$and`):
+ * field → those values. Only strings, numbers and booleans (a field holding an
+ * array matches when one element does). `_id` is included with its ids as given
+ * (ObjectIDs too); compare those with `idStringify`.
+ */
+export function selectorEqualities(selector: Document): Map<string, unknown[]> {
+  const out = new Map<string, unknown[]>();
+  const visit = (clause: Document): void => {
+    for (const [key, constraint] of Object.entries(clause)) {
+      if (key === '$and' && Array.isArray(constraint)) {
+        for (const inner of constraint) if (inner && typeof inner === 'object') visit(inner as Document);
+        continue;
+      }
+      if (key.startsWith('$') || key.includes('.')) continue;
+      const values = key === '_id' ? selectorIds({ _id: constraint }) : equalityValues(constraint);
+      if (!values || values.length === 0) continue;
+      const known = out.get(key);
+      // Two constraints on one field: either list is a sound index (the document must meet both); keep the shorter.
+      if (!known || values.length < known.length) out.set(key, values);
+    }
+  };
+  visit(selector);
+  return out;
 }

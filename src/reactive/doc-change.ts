@@ -8,7 +8,9 @@ export type Fields = Record<string, unknown>;
 /** A published document held by a live query. */
 export class ResultEntry {
   /** The `added` message for this version of the document, built once for every subscriber. */
-  addedMessage: EncodedMessage | undefined;
+  private addedMessage: EncodedMessage | undefined;
+  /** The `added` change replayed to every observer that attaches while this version stands. */
+  private addedChange: DocChange | undefined;
 
   constructor(
     readonly id: unknown,
@@ -21,6 +23,18 @@ export class ResultEntry {
 
   added(collection: string): EncodedMessage {
     return (this.addedMessage ??= encodeAdded(collection, this.key, this.fields));
+  }
+
+  /** The change that adds this version of the document: one object for every observer replayed to. */
+  addition(collection: string): DocChange {
+    return (this.addedChange ??= DocChange.added(collection, this));
+  }
+
+  /** Takes new published fields: the cached `added` message and change no longer describe it. */
+  setFields(fields: Fields): void {
+    this.fields = fields;
+    this.addedMessage = undefined;
+    this.addedChange = undefined;
   }
 }
 

@@ -59,6 +59,36 @@ export interface LiveQueryOptions {
   log: Logger;
 }
 
+export interface RoutingHooks {
+  held(key: string): void;
+  released(key: string): void;
+  /** True while the query queues events (loading, or waiting for a read): it must then see every one. */
+  catchingUp(on: boolean): void;
+}
+
+/** A map that reports the keys it gains and loses. */
+class HeldMap<V> extends Map<string, V> {
+  constructor(private readonly hooks: RoutingHooks) {
+    super();
+  }
+
+  override set(key: string, value: V): this {
+    if (!super.has(key)) this.hooks.held(key);
+    return super.set(key, value);
+  }
+
+  override delete(key: string): boolean {
+    const had = super.delete(key);
+    if (had) this.hooks.released(key);
+    return had;
+  }
+
+  override clear(): void {
+    for (const key of super.keys()) this.hooks.released(key);
+    super.clear();
+  }
+}
+
 function chooseStrategy(spec: QuerySpec, matcher: Matcher): { strategy: Strategy; reason: string } {
   if (!matcher.incremental) return { strategy: 'requery', reason: 'the selector needs the whole query re-run ($where, $near, $text or $expr)' };
   if ((spec.limit || spec.skip) && !spec.sort) return { strategy: 'requery', reason: 'limit or skip without sort has no stable window' };
@@ -73,21 +103,26 @@ export class LiveQuery {
   private readonly matcher: Matcher;
   private readonly projector: Projector;
   private readonly comparator: Comparator | undefined;
+  /** Top-level fields the selector and the sort read: an update touching none of them cannot bring a document in. */
+  readonly reads: ReadonlySet<string> | 'all';
 
   private state: 'loading' | 'ready' | 'failed' | 'stopped' = 'loading';
   /** What observers see: published documents by DDP id. */
-  private readonly published = new Map<string, ResultEntry>();
+  private published = new Map<string, ResultEntry>();
   /** `window` only: the sorted first matches (published ones and the buffer), and whether that is all of them. */
   private ordered: ResultEntry[] = [];
-  private readonly inOrdered = new Map<string, ResultEntry>();
+  private inOrdered = new Map<string, ResultEntry>();
+  /** Told which documents the query holds and when it is catching up, when changes are routed to it by those. */
+  private routing: RoutingHooks | undefined;
   private complete = true;
+  private reportedCatchingUp = true;
 
   private observers: LiveQueryObserver[] = [];
   /** Observers per change counter (the APM's per-publication figures). */
   private readonly counters = new Map<ChangeCounter, number>();
   /** Events that arrived while loading or while asynchronous work was under way, applied in order after it. */
   private queue: ChangeEvent[] = [];
-  private busy = false;
+  private working = false;
   private requeryWanted = false;
   private requeryTimer: NodeJS.Timeout | undefined;
   private lastRequeryAt = 0;
@@ -109,9 +144,28 @@ export class LiveQuery {
     this.projector = compileProjection(spec.projection);
     this.comparator = spec.sort ? compileStableSort(spec.sort) : undefined;
     ({ strategy: this.strategy, reason: this.reason } = chooseStrategy(spec, this.matcher));
+    const read = this.matcher.fields;
+    this.reads = read === 'all' ? 'all' : new Set([...read, ...(spec.sort?.map(([path]) => path.split('.')[0]!) ?? [])]);
     this.ready = this.load();
     // Whoever attaches awaits `ready` and sees the error; this only keeps it from being reported as unhandled.
     this.ready.catch(() => undefined);
+  }
+
+  /** Waiting for a read: events queue until it is done. */
+  private get busy(): boolean {
+    return this.working;
+  }
+
+  private set busy(on: boolean) {
+    this.working = on;
+    this.reportCatchingUp();
+  }
+
+  private reportCatchingUp(): void {
+    const on = this.state === 'loading' || this.working;
+    if (on === this.reportedCatchingUp) return;
+    this.reportedCatchingUp = on;
+    this.routing?.catchingUp(on);
   }
 
   get size(): number {
@@ -142,7 +196,7 @@ export class LiveQuery {
     const counter = observer.changeCounter;
     let bytes = 0;
     for (const entry of this.published.values()) {
-      const change = DocChange.added(this.collection, entry);
+      const change = entry.addition(this.collection);
       observer.onChange(change);
       // The entry's `added` message, which the replay has just built (or reused) for this observer.
       if (counter) bytes += messageBytes(change.message());
@@ -166,6 +220,23 @@ export class LiveQuery {
       else this.counters.delete(counter);
     }
     return this.observers.length;
+  }
+
+  /**
+   * From now on, reports what it holds (a window's sorted buffer, a superset of
+   * what it publishes; else its result) and when it is catching up. Call right
+   * after construction, before the first read returns.
+   */
+  reportTo(hooks: RoutingHooks): void {
+    if (this.published.size > 0 || this.inOrdered.size > 0) throw new Error('reportTo must be called before the live query has loaded');
+    this.routing = hooks;
+    if (this.strategy === 'set') this.published = new HeldMap(hooks);
+    if (this.strategy === 'window') this.inOrdered = new HeldMap(hooks);
+  }
+
+  /** The documents (DDP ids) this query holds and must hear about. */
+  heldKeys(): IterableIterator<string> {
+    return this.strategy === 'window' ? this.inOrdered.keys() : this.published.keys();
   }
 
   stop(): void {
@@ -228,12 +299,14 @@ export class LiveQuery {
       if (this.state === 'stopped') return;
       this.resetTo(docs, spec.limit);
       this.state = 'ready';
+      this.reportCatchingUp();
       const queued = this.queue;
       this.queue = [];
       // Events the query already reflects are skipped; later ones are applied.
       this.runQueue(position === undefined ? queued : queued.filter((e) => e.seq > position));
     } catch (error) {
       this.state = 'failed';
+      this.reportCatchingUp();
       this.releaseSettled(Infinity);
       throw error;
     }
@@ -253,6 +326,11 @@ export class LiveQuery {
 
   private async requery(): Promise<void> {
     if (this.state !== 'ready') return;
+    // A document read under way (begun while the timer waited) keeps events queued until it
+    // ends, and then schedules this again. Running now would put two reads in flight, and the
+    // first to end would apply events directly while the other's older result was still to
+    // come, undoing them.
+    if (this.busy) return;
     this.busy = true;
     this.requeryWanted = false;
     this.lastRequeryAt = Date.now();
@@ -361,17 +439,13 @@ export class LiveQuery {
 
   /** Whether an update of a document outside the result could bring it in: it touches a field the selector or sort reads. */
   private couldEnter(modifier: Document): boolean {
-    const read = this.matcher.fields;
+    const read = this.reads;
     if (read === 'all') return true;
-    const sortFields = this.spec.sort?.map(([path]) => path.split('.')[0]!) ?? [];
     for (const [op, args] of Object.entries(modifier)) {
       if (typeof args !== 'object' || args === null) return true;
       for (const [path, value] of Object.entries(args as Document)) {
-        const fields = op === '$rename' ? [path, String(value)] : [path];
-        for (const field of fields) {
-          const top = field.split('.')[0]!;
-          if (read.has(top) || sortFields.includes(top)) return true;
-        }
+        if (read.has(path.split('.')[0]!)) return true;
+        if (op === '$rename' && read.has(String(value).split('.')[0]!)) return true;
       }
     }
     return false;
@@ -426,7 +500,7 @@ export class LiveQuery {
 
   private add(entry: ResultEntry): void {
     this.published.set(entry.key, entry);
-    this.emit(DocChange.added(this.collection, entry));
+    this.emit(entry.addition(this.collection));
   }
 
   private remove(entry: ResultEntry): void {
@@ -437,8 +511,7 @@ export class LiveQuery {
   private change(entry: ResultEntry, fields: Fields): void {
     const change = DocChange.changed(this.collection, entry.key, entry.fields, fields);
     if (!change) return;
-    entry.fields = fields;
-    entry.addedMessage = undefined;
+    entry.setFields(fields);
     this.emit(change);
   }
 
@@ -483,8 +556,7 @@ export class LiveQuery {
         const entry = old ?? new ResultEntry(id, key, fields);
         entry.doc = doc;
         if (old && diffFields(old.fields, fields)) {
-          old.fields = fields;
-          old.addedMessage = undefined;
+          old.setFields(fields);
         }
         this.ordered.splice(at, 0, entry);
         this.inOrdered.set(key, entry);

@@ -13,6 +13,7 @@ import { queryKey } from '../query/key.js';
 import { selectorIds } from '../query/selector.js';
 import type { ChangeEvent } from '../data/change-source.js';
 import { LiveQuery, type LiveQueryObserver } from './live-query.js';
+import { ChangeRouter } from './change-router.js';
 
 export interface ObserveHandle {
   readonly query: LiveQuery;
@@ -28,10 +29,14 @@ export interface RegistryOptions {
   windowBuffer?: number;
   /** Changes a busy live query may queue before it gives up on them and re-reads (Meteor: 2000). */
   maxQueuedChanges?: number;
+  /** Route each change only to the live queries it can concern (default true; false hands every change to every query). */
+  routeChanges?: boolean;
 }
 
 interface CollectionWatch {
-  readonly queries: Set<LiveQuery>;
+  readonly router: ChangeRouter;
+  /** Queries handed a change since they were last seen settled: all a write fence needs to ask. */
+  readonly unsettled: Set<LiveQuery>;
   readonly unwatch: () => void;
 }
 
@@ -98,6 +103,12 @@ export class LiveQueryRegistry {
     return [...this.queries.values()];
   }
 
+  /** The live queries a change of its collection would be handed to (diagnostics and tests). */
+  routed(event: ChangeEvent): LiveQuery[] {
+    const watch = this.collections.get(event.collection);
+    return watch ? [...watch.router.route(event)] : [];
+  }
+
   /** What each live query is, what serves it and why: for the stats endpoint and the logs. */
   describe(): Array<Record<string, unknown>> {
     return this.list().map((q) => ({
@@ -122,9 +133,10 @@ export class LiveQueryRegistry {
     const watch = this.collections.get(collection);
     if (!watch) return undefined;
     let waits: Array<Promise<void>> | undefined;
-    for (const query of watch.queries) {
+    for (const query of watch.unsettled) {
       const settled = query.settled();
       if (settled) (waits ??= []).push(settled);
+      else watch.unsettled.delete(query);
     }
     return waits && Promise.all(waits).then(() => undefined);
   }
@@ -133,13 +145,18 @@ export class LiveQueryRegistry {
     // Watch first: the live query's initial read must not miss a change made meanwhile.
     let watch = this.collections.get(spec.collection);
     if (!watch) {
-      const queries = new Set<LiveQuery>();
+      const router = new ChangeRouter(this.options.routeChanges ?? true);
+      const unsettled = new Set<LiveQuery>();
       const unwatch = this.driver.changes.watch(spec.collection, (event: ChangeEvent) => {
-        for (const q of queries) q.onEvent(event);
+        for (const q of router.route(event)) {
+          q.onEvent(event);
+          unsettled.add(q);
+        }
       });
-      watch = { queries, unwatch };
+      watch = { router, unsettled, unwatch };
       this.collections.set(spec.collection, watch);
     }
+    const router = watch.router;
     // Before the query asks whether the source is ready: a source subscribing by document must subscribe this query's first.
     this.reportInterest(spec.collection, spec);
     const query = new LiveQuery(key, spec, this.driver.collection(spec.collection), {
@@ -151,7 +168,13 @@ export class LiveQueryRegistry {
       log: this.log,
     });
     this.queries.set(key, query);
-    watch.queries.add(query);
+    if (router.add(query)) {
+      query.reportTo({
+        held: (id) => router.held(query, id),
+        released: (id) => router.released(query, id),
+        catchingUp: (on) => router.setCatchingUp(query, on),
+      });
+    }
     liveQueryMetrics.created.inc();
     liveQueryMetrics.active.inc();
     if (apm.enabled) {
@@ -187,8 +210,9 @@ export class LiveQueryRegistry {
     if (started !== undefined) apm.liveQueries.stopped(query.strategy, started.source, performance.now() - started.at);
     const watch = this.collections.get(query.collection);
     if (watch) {
-      watch.queries.delete(query);
-      if (watch.queries.size === 0) {
+      watch.router.remove(query, query.heldKeys());
+      watch.unsettled.delete(query);
+      if (watch.router.size === 0) {
         watch.unwatch();
         this.collections.delete(query.collection);
       } else this.reportInterest(query.collection);
@@ -201,7 +225,7 @@ export class LiveQueryRegistry {
     const watch = this.collections.get(collection);
     if (!report || !watch) return;
     const ids = new Set<string>();
-    const specs = [...watch.queries].map((query) => query.spec);
+    const specs = [...watch.router.queries()].map((query) => query.spec);
     if (starting) specs.push(starting);
     for (const spec of specs) {
       const named = selectorIds(spec.selector);

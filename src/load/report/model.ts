@@ -26,7 +26,7 @@ export interface LoadReport extends RunResult {
   url: string;
   scenario: { name: string; description: string };
   client: 'lean' | 'full';
-  shape: { phases?: Phase[]; concurrency?: number; duration?: number; iterations?: number; thinkMs: number };
+  shape: { phases?: Phase[]; concurrency?: number; duration?: number; iterations?: number; thinkMs: number; processes?: number };
   params: Record<string, string>;
   rates: { operationsPerSecond: number; subscriptionsPerMinute?: number };
   server?: ServerFigures;

@@ -1,0 +1,121 @@
+/**
+ * `perseid load --processes n`: the users spread over n generator processes
+ * (user k runs in process k mod n, all starting from one agreed instant), their
+ * measurements merged into one result, so that one core is not what limits
+ * the load. Each process is a fork of `entry`, which answers one
+ * GeneratorRequest with progress and then its GeneratorMessage result.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { Measurements } from './measurements.js';
+import type { Progress, RunOptions, RunResult } from './runner.js';
+
+export type SerializableRunOptions = Omit<RunOptions, 'scenario' | 'onProgress' | 'progressExtra' | 'share'>;
+
+export interface GeneratorRequest {
+  /** A built-in scenario's name, or a script's absolute path. */
+  scenario: string;
+  options: SerializableRunOptions;
+  share: NonNullable<RunOptions['share']>;
+}
+
+export type GeneratorMessage = { kind: 'progress'; progress: Progress } | { kind: 'result'; result: RunResult } | { kind: 'error'; message: string };
+
+export interface ProcessesOptions {
+  processes: number;
+  /** The generator process's module. */
+  entry: URL;
+  scenario: string;
+  options: SerializableRunOptions;
+  onProgress?: RunOptions['onProgress'];
+  progressExtra?: RunOptions['progressExtra'];
+}
+
+/** Adds up the processes' results: counts summed, latencies merged histogram by histogram. */
+export function mergeResults(results: RunResult[]): RunResult {
+  const measurements = new Measurements(0);
+  for (const r of results) if (r.raw) measurements.merge(r.raw);
+  const sum = (pick: (r: RunResult) => number) => results.reduce((a, r) => a + pick(r), 0);
+  const counts: Record<string, number> = {};
+  for (const r of results) for (const [name, n] of Object.entries(r.counts)) counts[name] = (counts[name] ?? 0) + n;
+  const timeline = measurements.timeline();
+  return {
+    seconds: Math.max(...results.map((r) => r.seconds)),
+    users: {
+      planned: sum((r) => r.users.planned),
+      started: sum((r) => r.users.started),
+      completed: sum((r) => r.users.completed),
+      failed: sum((r) => r.users.failed),
+      aborted: sum((r) => r.users.aborted),
+      // Each process's busiest moment in each second, added: close to (at most) the crowd at its largest.
+      maxActive: Math.max(0, ...timeline.map((p) => p.active)),
+    },
+    measures: measurements.summaries(),
+    counts,
+    errors: Object.fromEntries(measurements.errors),
+    traffic: {
+      messagesIn: sum((r) => r.traffic.messagesIn),
+      bytesIn: sum((r) => r.traffic.bytesIn),
+      messagesOut: sum((r) => r.traffic.messagesOut),
+      bytesOut: sum((r) => r.traffic.bytesOut),
+    },
+    generatorCpuSeconds: sum((r) => r.generatorCpuSeconds),
+    timeline,
+  };
+}
+
+export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult> {
+  const children: ChildProcess[] = [];
+  const progress: Array<Progress | undefined> = new Array(o.processes).fill(undefined);
+  // Time for every process to start and load the scenario before the first arrival.
+  const startAt = Date.now() + 1500 + 100 * o.processes;
+  const t0 = performance.now();
+  const ticker = setInterval(() => {
+    const known = progress.filter((p): p is Progress => p !== undefined);
+    const total = (pick: (p: Progress) => number) => known.reduce((a, p) => a + pick(p), 0);
+    const extra = o.progressExtra?.() ?? '';
+    o.onProgress?.(
+      `${((performance.now() - t0) / 1000).toFixed(0).padStart(4)}s  users ${total((p) => p.started)}  active ${total((p) => p.active)}  done ${total((p) => p.completed)}  errors ${total((p) => p.errors)}  (${o.processes} processes)${extra ? `  ${extra}` : ''}`,
+      { seconds: (performance.now() - t0) / 1000, final: false, started: total((p) => p.started), active: total((p) => p.active), completed: total((p) => p.completed), errors: total((p) => p.errors) },
+    );
+  }, 1000);
+  try {
+    const results = await Promise.all(
+      Array.from({ length: o.processes }, (_, index) => {
+        const child = fork(o.entry, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+        children.push(child);
+        return new Promise<RunResult>((resolve, reject) => {
+          let settled = false;
+          child.on('message', (message: GeneratorMessage) => {
+            if (message.kind === 'progress') progress[index] = message.progress;
+            else if (message.kind === 'result') {
+              settled = true;
+              resolve(message.result);
+            } else {
+              settled = true;
+              reject(new Error(`generator process ${index + 1}: ${message.message}`));
+            }
+          });
+          child.once('exit', (code, signal) => {
+            if (!settled) reject(new Error(`generator process ${index + 1} exited (${signal ?? code}) before reporting`));
+          });
+          const request: GeneratorRequest = { scenario: o.scenario, options: o.options, share: { index, of: o.processes, startAt } };
+          child.send(request);
+        });
+      }),
+    );
+    const merged = mergeResults(results);
+    const u = merged.users;
+    o.onProgress?.(`${merged.seconds.toFixed(0).padStart(4)}s  done: ${u.completed} completed, ${u.failed} failed, ${u.aborted} stopped (${o.processes} processes)`, {
+      seconds: merged.seconds,
+      final: true,
+      started: u.started,
+      active: 0,
+      completed: u.completed,
+      errors: Object.values(merged.errors).reduce((a, b) => a + b, 0),
+    });
+    return merged;
+  } finally {
+    clearInterval(ticker);
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  }
+}
