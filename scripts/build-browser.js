@@ -5,12 +5,25 @@
 // built-ins, so a Node-only import that sneaks into the client fails here, not
 // in an application's bundler. Then it measures both (minified, gzip) against
 // simpleddp bundled the same way, prints the figures and writes them to
-// dist/browser/sizes.json (BENCHMARKS.md records them).
-import { build } from 'esbuild';
+// dist/browser/sizes.json (BENCHMARKS.md records them). `--analyze` also prints
+// what each module adds to perseid/client (esbuild's metafile analysis), to see
+// where the bytes go before trying to cut them.
+import { analyzeMetafile, build } from 'esbuild';
 import { writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
+
+const args = process.argv.slice(2);
+if (args.includes('--help')) {
+  console.log('Usage: node scripts/build-browser.js [--analyze]\n  builds dist/browser/ from dist/src/ (run tsc first; npm run build does both)\n  --analyze  also print the minified bytes each module adds to perseid/client');
+  process.exit(0);
+}
+const unknown = args.find((arg) => arg !== '--analyze');
+if (unknown !== undefined) {
+  console.error(`build-browser: unknown option ${unknown} (see --help)`);
+  process.exit(2);
+}
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const options = { absWorkingDir: root, bundle: true, platform: 'browser', format: 'esm', target: 'es2022', minify: true, logLevel: 'warning' };
@@ -29,8 +42,9 @@ await build({
 });
 
 /** Sizes of a bundle, and how much of the minified bytes mingo (the query engine) makes up. */
-async function measure(contents, external = []) {
+async function measure(contents, external = [], analyze = false) {
   const result = await build({ ...options, stdin: { contents, resolveDir: root }, write: false, external, metafile: true });
+  if (analyze) console.log(await analyzeMetafile(result.metafile));
   const [output] = Object.values(result.metafile.outputs);
   const mingo = Object.entries(output.inputs)
     .filter(([path]) => path.includes('node_modules/mingo/'))
@@ -39,7 +53,7 @@ async function measure(contents, external = []) {
 }
 
 const sizes = {
-  'perseid/client': await measure("export * from './dist/src/client/index.js';"),
+  'perseid/client': await measure("export * from './dist/src/client/index.js';", [], args.includes('--analyze')),
   'perseid/client + perseid/react (React external)': await measure(
     "export * from './dist/src/client/index.js';\nexport * from './dist/src/react/index.js';",
     ['react'],

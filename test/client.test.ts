@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
   DDPClient,
@@ -10,8 +10,11 @@ import {
   ObjectID,
   retryDelay,
   toWebSocketUrl,
+  type LocalSelector,
   type ServerMessage,
+  type WebSocketConstructor,
 } from '../src/client/node.js';
+import type * as BrowserClient from '../src/client/index.js';
 import { FAST_BACKOFF, Peer, connected, nextEvent, recordChanges, scenario, summary, track, withLimit, type Json } from './client-peer.js';
 
 describe('client URLs', () => {
@@ -444,13 +447,58 @@ describe('client heartbeats', () => {
   });
 });
 
+/** Byte budgets of the browser bundles: the sizes measured when they were set plus a small margin (BENCHMARKS.md). */
+const BUNDLE_BUDGETS: Record<string, { minified: number; gzip: number }> = {
+  'perseid/client': { minified: 87.5 * 1024, gzip: 30.0 * 1024 },
+  'perseid/client + perseid/react (React external)': { minified: 89.5 * 1024, gzip: 30.7 * 1024 },
+};
+
 describe('client browser bundle', () => {
-  it('builds with esbuild for the browser, with no Node built-in in it', () => {
+  const bundleUrl = new URL('../browser/perseid-client.js', import.meta.url);
+  let build: SpawnSyncReturns<string>;
+  before(() => {
     const script = fileURLToPath(new URL('../../scripts/build-browser.js', import.meta.url));
-    const build = spawnSync(process.execPath, [script], { encoding: 'utf8' });
+    build = spawnSync(process.execPath, [script], { encoding: 'utf8' });
+  });
+
+  it('builds with esbuild for the browser, with no Node built-in in it', () => {
     assert.equal(build.status, 0, build.stderr);
-    const bundle = readFileSync(new URL('../browser/perseid-client.js', import.meta.url), 'utf8');
+    const bundle = readFileSync(bundleUrl, 'utf8');
     assert.doesNotMatch(bundle, /(from|import|require)\s*\(?\s*["']node:/, 'the bundle imports a node: module');
     assert.match(bundle, /export\s*\{[^}]*\bDDPClient\b/);
+  });
+
+  it('stays within its size budget', (t) => {
+    assert.equal(build.status, 0, build.stderr);
+    const sizes = JSON.parse(readFileSync(new URL('../browser/sizes.json', import.meta.url), 'utf8')) as Record<string, { minified: number; gzip: number }>;
+    t.diagnostic(build.stdout.trim());
+    for (const [name, budget] of Object.entries(BUNDLE_BUDGETS)) {
+      const size = sizes[name];
+      assert.ok(size, `sizes.json has no entry for ${name}`);
+      const figures = `${name}: ${size.minified} bytes minified, ${size.gzip} gzip; budget ${budget.minified} and ${budget.gzip}`;
+      assert.ok(size.minified <= budget.minified && size.gzip <= budget.gzip, `over budget: ${figures}`);
+    }
+  });
+
+  it('refuses the query operators a page leaves to the server with one line naming each', async () => {
+    const page = (await import(bundleUrl.href)) as typeof BrowserClient;
+    const client = new page.DDPClient('http://127.0.0.1:9', { autoConnect: false, WebSocket: class {} as unknown as WebSocketConstructor });
+    const docs = client.collection<{ _id: string; n: number }>('docs');
+    for (const [operator, selector] of [
+      ['$where', { $where: 'this.n > 1' }],
+      ['$expr', { $expr: { $gt: ['$n', 1] } }],
+      ['$jsonSchema', { $and: [{ $jsonSchema: { required: ['n'] } }] }],
+    ] as const) {
+      assert.throws(
+        () => docs.find(selector as LocalSelector<{ _id: string; n: number }>),
+        (error: Error) => error.message.includes(`${operator} is not available in the browser client`) && !error.message.includes('\n'),
+        operator,
+      );
+    }
+    // The rarer operators a page keeps still answer (a stub writes the document: nothing else may).
+    client.methods({ add: () => docs.insert({ _id: 'a', n: 3 }) });
+    void client.call('add').catch(() => undefined); // never sent: the client stays idle
+    assert.deepEqual(docs.find({ n: { $bitsAllSet: 1, $mod: [2, 1], $type: 'number' } }), [{ _id: 'a', n: 3 }]);
+    assert.deepEqual(docs.find({ n: { $bitsAllSet: 4 } }), []);
   });
 });
