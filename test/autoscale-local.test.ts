@@ -9,7 +9,7 @@
  * Prometheus endpoint exports the desired count and each server's load.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -64,6 +64,23 @@ class Stayer {
   }
 }
 
+/**
+ * Waits for `child` to exit, at most `ms`; then kills it and says so (a hang here once held the whole file to its
+ * time limit without a word about which process it was).
+ */
+async function exitedWithin(child: ChildProcess, ms: number, what: () => string): Promise<number | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), ms)));
+  const outcome = await Promise.race([exited(child), late]);
+  clearTimeout(timer);
+  if (outcome !== 'late') return outcome;
+  const description = what();
+  console.error(`${description} had not exited after ${ms} ms; killed`);
+  child.kill('SIGKILL');
+  await exited(child);
+  throw new Error(`${description} had not exited after ${ms} ms`);
+}
+
 describe('perseid autoscale --local, with perseid load', { skip }, () => {
   let database: ReturnType<typeof freshDatabase>;
   let front: PerseidProcess;
@@ -98,9 +115,12 @@ describe('perseid autoscale --local, with perseid load', { skip }, () => {
   after(async () => {
     if (autoscale && autoscale.exitCode === null) {
       autoscale.kill('SIGTERM');
-      await exited(autoscale);
+      await exitedWithin(autoscale, 20000, () => `perseid autoscale (its log:\n${autoscaleLog.slice(-2000)})`);
     }
-    await front?.stop();
+    if (front) {
+      front.child.kill('SIGTERM');
+      await exitedWithin(front.child, 20000, () => `the front server (its log:\n${front.log().slice(-2000)})`);
+    }
     await database?.drop();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -138,7 +158,7 @@ describe('perseid autoscale --local, with perseid load', { skip }, () => {
       }),
     );
     try {
-      assert.equal(await exited(load), 0, `perseid load failed:\n${loadLog}`);
+      assert.equal(await exitedWithin(load, 90000, () => `perseid load (its output:\n${loadLog.slice(-2000)})`), 0, `perseid load failed:\n${loadLog}`);
       const report = JSON.parse(readFileSync(reportFile, 'utf8')) as LoadReport;
       assert.deepEqual(report.errors, {}, `load users saw errors:\n${loadLog}`);
       const servedBy = Object.keys(report.counts).filter((k) => k.startsWith('served by '));

@@ -235,7 +235,9 @@ describe('a cluster of servers', { skip }, () => {
       assert.equal(single!.collection<Item>('items').fetch().length, 1);
       const received = (await Promise.all(servers.map(changesReceived))).map((n, i) => n - before[i]!);
       assert.ok(received[0]! >= 45, `the follower of the whole collection received ${received[0]}`);
-      assert.ok(received[1]! >= 5 && received[1]! <= 8, `the follower of one document received ${received[1]} (its 5 updates)`);
+      // Its 5 updates from the writer, and each at most once more from the relay, which follows every change in the database
+      // (polling it may see fewer); none of the 40 inserts.
+      assert.ok(received[1]! >= 5 && received[1]! <= 10, `the follower of one document received ${received[1]} (its 5 updates, each at most twice)`);
       assert.equal(received[2], 0, 'the writer, following nothing, received nothing');
     });
 
