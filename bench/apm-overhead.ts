@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `The APM's cost: S1 with 500 ms think time, APM off and on, alternating in one run.
@@ -52,7 +52,7 @@ interface Outcome {
 async function run(apm: 'off' | 'on', port: number): Promise<Outcome> {
   const dataDir = mkdtempSync(join(tmpdir(), 'perseid-apm-overhead-'));
   const jsonFile = join(dataDir, 'report.json');
-  const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/tasks/app.js', '--port', String(port), '--data-dir', join(dataDir, 'data'), '--log-level', 'warn']);
+  const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/tasks/app.js', '--port', String(port), '--data-dir', join(dataDir, 'data'), ...BENCH_SERVER_FLAGS]);
   const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, PERSEID_APM: apm } });
   try {
     await waitForHttp(port, '/perseid/stats', 30000);

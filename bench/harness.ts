@@ -11,6 +11,12 @@ export function onCore(core: number, args: string[]): [string, string[]] {
   return pinned ? ['taskset', ['-c', String(core), process.execPath, ...args]] : [process.execPath, args];
 }
 
+/**
+ * `perseid start` arguments every benchmark server gets: every generator connection comes from
+ * 127.0.0.1, so the per-address cap (1000) would refuse S1's crowd (it peaks above 1,100).
+ */
+export const BENCH_SERVER_FLAGS = ['--log-level', 'warn', '--max-connections-per-address', '0'];
+
 /** Moves an already running process (a database) to `core`. */
 export function pinProcess(pid: number, core: number): void {
   if (pinned) spawnSync('taskset', ['-a', '-p', '-c', String(core), String(pid)], { stdio: 'ignore' });

@@ -15,7 +15,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { describeRun, fmt, onCore, runGenerator, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, runGenerator, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `Many live queries: server CPU per write with 10,000 live queries vs 10, same run.
@@ -85,7 +85,7 @@ async function runCase(c: Case, port: number): Promise<Outcome> {
   const env = { ...process.env, PERSEID_ROUTE_CHANGES: c.routed ? 'on' : 'off' };
   const [cmd, args] = onCore(0, [
     'dist/src/cli/main.js', 'start', 'dist/bench/apps/inbox.js', '--port', String(port), '--data-dir', dataDir,
-    '--log-level', 'warn', '--max-connections-per-address', '0',
+    ...BENCH_SERVER_FLAGS,
   ]);
   const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env });
   try {

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
-import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { ProcessSampler } from '../src/load/process-sampler.js';
@@ -76,7 +76,7 @@ async function runMode(mode: (typeof modes)[number], port: number): Promise<Outc
     MONGO_OPLOG_URL: mode.source === 'oplog' ? `${db.url}local` : '',
     PERSEID_CHANGE_SOURCE: mode.source,
   };
-  const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/chat/app.js', '--port', String(port), '--log-level', 'warn']);
+  const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/chat/app.js', '--port', String(port), ...BENCH_SERVER_FLAGS]);
   const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env });
   try {
     await waitForHttp(port, '/perseid/stats');

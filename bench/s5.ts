@@ -21,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
 import { cpuSeconds } from '../src/load/process-sampler.js';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
 import { median } from './stats.js';
 
 type Topology = 'one process' | '1 worker (primary on the load core)' | '2 workers' | '2 servers, clients spread' | '2 servers, one door';
@@ -88,7 +88,7 @@ interface Deployment {
 let nextPort = 4500;
 
 function startServer(app: string, port: number, env: NodeJS.ProcessEnv, extra: string[] = []): ChildProcess {
-  const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', app, '--port', String(port), '--log-level', 'warn', ...extra]);
+  const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', app, '--port', String(port), ...BENCH_SERVER_FLAGS, ...extra]);
   return spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...env } });
 }
 

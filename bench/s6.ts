@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `S6 capacity: memory per idle connection, and a connection storm.
@@ -96,7 +96,7 @@ const errorsOf = (report: LoadReport) => report.users.failed + Object.values(rep
 async function withServer<T>(port: number, run: (pid: number, dir: string) => Promise<T>): Promise<T> {
   const dataDir = mkdtempSync(join(tmpdir(), 'perseid-s6-'));
   const server = spawn(
-    ...withFileLimit(onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/tasks/app.js', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn', '--max-connections-per-address', '0'])),
+    ...withFileLimit(onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/tasks/app.js', '--port', String(port), '--data-dir', dataDir, ...BENCH_SERVER_FLAGS])),
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   try {

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp } from './harness.js';
+import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
 import { median } from './stats.js';
 
 interface Case {
@@ -84,7 +84,7 @@ for (const name of cases) {
 }
 
 function serverCommand(target: string, app: string, port: number, dataDir: string): string[] {
-  if (target === 'perseid') return ['dist/src/cli/main.js', 'start', app, '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn'];
+  if (target === 'perseid') return ['dist/src/cli/main.js', 'start', app, '--port', String(port), '--data-dir', dataDir, ...BENCH_SERVER_FLAGS];
   return ['dist/bench/baseline-server.js', '--port', String(port), '--mode', target];
 }
 
