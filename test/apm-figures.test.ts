@@ -82,6 +82,8 @@ const value = (text: string, series: string) => seriesValue(text, series) ?? 0;
 
 describe('APM figures: bytes, transports, compression, sources', () => {
   let t: TestServer;
+  /** The byHand publication's subscription, which the test drives. */
+  let byHand: { changed(collection: string, id: string, fields: Record<string, unknown>): void; removed(collection: string, id: string): void } | undefined;
 
   before(async () => {
     t = await startServer((server, { collection }) => {
@@ -96,6 +98,12 @@ describe('APM figures: bytes, transports, compression, sources', () => {
         return items.find({ _id: { $in: found.map((d) => d._id) } });
       });
       server.publish('itemsAbove', (n: unknown) => items.find({ n: { $gt: n as number } }));
+      server.publish('byHand', function () {
+        this.added('hand', 'h1', { label: 'first' });
+        this.added('hand', 'h2', { label: 'second' });
+        this.ready();
+        byHand = this;
+      });
       // No DDP pings: the byte checks compare what the server counted with what one client received.
     }, { heartbeatInterval: 10 * 60 * 1000 });
     const notes = t.collection<{ text: string; n: number }>('notes');
@@ -134,6 +142,27 @@ describe('APM figures: bytes, transports, compression, sources', () => {
       assert.equal(value(text, `perseid_publication_live_bytes_total{publication="notes",kind="${kind}"}`), bytes(sent), kind);
     }
     await Promise.all(peers.map((p) => p.close()));
+  });
+
+  it('counts the documents and bytes a publication sends by hand (this.added, changed, removed)', async () => {
+    const peer = await TextPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'h', name: 'byHand', params: [] });
+    const initial = (await peer.until((m) => m.msg === 'ready')).filter((text) => kindOf(text) === 'added');
+    assert.equal(initial.length, 2);
+    const mark = peer.texts.length;
+    byHand!.changed('hand', 'h1', { label: 'edited' });
+    byHand!.removed('hand', 'h2');
+    const live = await peer.until((m) => m.msg === 'removed', mark);
+    const text = await scrape(t);
+    assert.equal(value(text, 'perseid_publication_initial_documents_total{publication="byHand"}'), 2);
+    assert.equal(value(text, 'perseid_publication_initial_bytes_total{publication="byHand"}'), bytes(initial));
+    for (const kind of ['changed', 'removed']) {
+      const sent = live.filter((l) => kindOf(l) === kind);
+      assert.equal(sent.length, 1, kind);
+      assert.equal(value(text, `perseid_publication_live_documents_total{publication="byHand",kind="${kind}"}`), 1, kind);
+      assert.equal(value(text, `perseid_publication_live_bytes_total{publication="byHand",kind="${kind}"}`), bytes(sent), kind);
+    }
+    await peer.close();
   });
 
   it('counts new sessions by transport: raw WebSocket, SockJS over WebSocket, SockJS polling', async () => {

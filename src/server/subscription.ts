@@ -6,6 +6,7 @@
  */
 import { Cursor } from '../collections/cursor.js';
 import { clone } from '../ddp/ejson.js';
+import { encodeAdded, encodeChanged, encodeRemoved, type EncodedMessage } from '../ddp/encoded.js';
 import { toClientError } from '../ddp/errors.js';
 import { idStringify } from '../ddp/ids.js';
 import type { ServerMessage } from '../ddp/messages.js';
@@ -14,6 +15,7 @@ import type { DocChange, Fields } from '../reactive/doc-change.js';
 import type { ChangeCounter, LiveQuery, LiveQueryObserver } from '../reactive/live-query.js';
 import type { ObserveHandle } from '../reactive/registry.js';
 import { apm } from '../metrics/apm.js';
+import { messageBytes } from '../metrics/message-size.js';
 import { withCallSpan } from '../metrics/otel.js';
 import { runInTrace } from '../metrics/trace-scope.js';
 import type { Trace } from '../metrics/trace.js';
@@ -29,6 +31,7 @@ export interface SubscriptionHost {
   readonly userId: string | null;
   readonly log: Logger;
   send(message: ServerMessage): void;
+  sendEncoded(message: EncodedMessage): void;
   subscriptionStopped(subscription: Subscription): void;
 }
 
@@ -137,6 +140,8 @@ export class Subscription {
   }
 
   private readonly startedAt: number;
+  /** Documents it sent by hand (`this.added`) before ready. */
+  private manualInitialDocs = 0;
 
   get handlerFunction(): PublishHandler {
     return this.handler;
@@ -227,7 +232,7 @@ export class Subscription {
     const holder = this.manualHolder(collection);
     const next = withoutId(fields);
     if (!holder.tracked) {
-      this.host.send({ msg: 'added', collection, id: key, fields: next });
+      this.host.sendEncoded(this.counted('added', encodeAdded(collection, key, next)));
       return;
     }
     const existing = holder.docs.get(key);
@@ -235,6 +240,7 @@ export class Subscription {
     else {
       holder.view.added(holder, key, next);
       holder.docs.set(key, next);
+      if (this.trace) this.counted('added', encodeAdded(collection, key, next));
     }
   }
 
@@ -244,9 +250,10 @@ export class Subscription {
     const key = idStringify(id);
     const holder = this.manualHolder(collection);
     const update = withoutId(fields);
+    const cleared = Object.keys(fields).filter((name) => fields[name] === undefined);
+    const message = () => encodeChanged(collection, key, update, cleared.length ? cleared : undefined);
     if (!holder.tracked) {
-      const cleared = Object.keys(fields).filter((name) => fields[name] === undefined);
-      this.host.send({ msg: 'changed', collection, id: key, fields: update, cleared: cleared.length ? cleared : undefined });
+      this.host.sendEncoded(this.counted('changed', message()));
       return;
     }
     const before = holder.docs.get(key);
@@ -261,6 +268,7 @@ export class Subscription {
     }
     holder.docs.set(key, after);
     holder.view.changed(holder, key, before, after);
+    if (this.trace) this.counted('changed', message());
   }
 
   removed(collection: string, id: unknown): void {
@@ -268,13 +276,29 @@ export class Subscription {
     const key = idStringify(id);
     const holder = this.manualHolder(collection);
     if (!holder.tracked) {
-      this.host.send({ msg: 'removed', collection, id: key });
+      this.host.sendEncoded(this.counted('removed', encodeRemoved(collection, key)));
       return;
     }
     const before = holder.docs.get(key);
     if (!before) return;
     holder.docs.delete(key);
     holder.view.removed(holder, key, before);
+    if (this.trace) this.counted('removed', encodeRemoved(collection, key));
+  }
+
+  /**
+   * Counts a document sent by hand in the publication's figures, as its cursors' are: before ready
+   * as initial, after it as live. Tracked documents count what the publication asked to send
+   * (the merge box sends less when another subscription already has the document), as cursors do.
+   */
+  private counted(kind: 'added' | 'changed' | 'removed', message: EncodedMessage): EncodedMessage {
+    const counter = apm.changeCounter(this.trace);
+    if (!counter) return message;
+    if (!this.isReady) {
+      if (kind === 'added') this.manualInitialDocs++;
+      counter.sentInitially(messageBytes(message));
+    } else counter.sentLive(kind, 1, messageBytes(message));
+    return message;
   }
 
   ready(): void {
@@ -333,9 +357,9 @@ export class Subscription {
     for (const callback of this.stopCallbacks.splice(0)) this.runStopCallback(callback);
   }
 
-  /** Documents its cursors published initially (read once, at ready). */
+  /** Documents it published initially: its cursors' (read once, at ready) and those sent by hand. */
   private initialDocuments(): number {
-    let n = 0;
+    let n = this.manualInitialDocs;
     for (const holder of this.cursorHolders) n += holder.size();
     return n;
   }
