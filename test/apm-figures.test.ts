@@ -102,7 +102,7 @@ describe('APM figures: bytes, transports, compression, sources', () => {
         this.added('hand', 'h1', { label: 'first' });
         this.added('hand', 'h2', { label: 'second' });
         this.ready();
-        byHand = this;
+        byHand = { changed: this.changed.bind(this), removed: this.removed.bind(this) };
       });
       // No DDP pings: the byte checks compare what the server counted with what one client received.
     }, { heartbeatInterval: 10 * 60 * 1000 });
