@@ -137,9 +137,12 @@ export class Subscription {
   ) {
     this.isReady = readyAlreadySent;
     this.startedAt = trace ? performance.now() : 0;
+    this.counter = apm.changeCounter(trace);
   }
 
   private readonly startedAt: number;
+  /** Where its documents are counted, when traced (its cursors' live queries count theirs there too). */
+  private readonly counter: ChangeCounter | undefined;
   /** Documents it sent by hand (`this.added`) before ready. */
   private manualInitialDocs = 0;
 
@@ -199,7 +202,7 @@ export class Subscription {
           this.host.log.error('unexpected failure while sending a change; closing the connection', { sub: this.name, session: this.host.connection.id, error });
           this.host.connection.close();
         },
-        apm.changeCounter(this.trace),
+        this.counter,
       );
       this.cursorHolders.push(holder);
       // Waiting for the live query (its first read, or the running one's replay) is the subscription's `db` time.
@@ -240,7 +243,7 @@ export class Subscription {
     else {
       holder.view.added(holder, key, next);
       holder.docs.set(key, next);
-      if (this.trace) this.counted('added', encodeAdded(collection, key, next));
+      if (this.counter) this.counted('added', encodeAdded(collection, key, next));
     }
   }
 
@@ -250,8 +253,10 @@ export class Subscription {
     const key = idStringify(id);
     const holder = this.manualHolder(collection);
     const update = withoutId(fields);
-    const cleared = Object.keys(fields).filter((name) => fields[name] === undefined);
-    const message = () => encodeChanged(collection, key, update, cleared.length ? cleared : undefined);
+    const message = () => {
+      const cleared = Object.keys(fields).filter((name) => fields[name] === undefined);
+      return encodeChanged(collection, key, update, cleared.length ? cleared : undefined);
+    };
     if (!holder.tracked) {
       this.host.sendEncoded(this.counted('changed', message()));
       return;
@@ -268,7 +273,7 @@ export class Subscription {
     }
     holder.docs.set(key, after);
     holder.view.changed(holder, key, before, after);
-    if (this.trace) this.counted('changed', message());
+    if (this.counter) this.counted('changed', message());
   }
 
   removed(collection: string, id: unknown): void {
@@ -283,7 +288,7 @@ export class Subscription {
     if (!before) return;
     holder.docs.delete(key);
     holder.view.removed(holder, key, before);
-    if (this.trace) this.counted('removed', encodeRemoved(collection, key));
+    if (this.counter) this.counted('removed', encodeRemoved(collection, key));
   }
 
   /**
@@ -292,7 +297,7 @@ export class Subscription {
    * (the merge box sends less when another subscription already has the document), as cursors do.
    */
   private counted(kind: 'added' | 'changed' | 'removed', message: EncodedMessage): EncodedMessage {
-    const counter = apm.changeCounter(this.trace);
+    const { counter } = this;
     if (!counter) return message;
     if (!this.isReady) {
       if (kind === 'added') this.manualInitialDocs++;
