@@ -12,8 +12,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
+import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `The APM's cost: S1 with 500 ms think time, APM off and on, alternating in one run.
@@ -24,19 +23,12 @@ Usage: apm-overhead [options]
   --rate <users/s>  arrival rate (default 48)
   --out <file>      JSON results (default bench/results/apm-overhead.json)`;
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: 'string', default: '3' },
-    duration: { type: 'string', default: '60' },
-    rate: { type: 'string', default: '48' },
-    out: { type: 'string', default: join('bench', 'results', 'apm-overhead.json') },
-    help: { type: 'boolean', short: 'h' },
-  },
+const values = benchOptions(HELP, {
+  runs: { type: 'string', default: '3' },
+  duration: { type: 'string', default: '60' },
+  rate: { type: 'string', default: '48' },
+  out: { type: 'string', default: join('bench', 'results', 'apm-overhead.json') },
 });
-if (values.help) {
-  console.log(HELP);
-  process.exit(0);
-}
 
 interface Outcome {
   apm: 'off' | 'on';

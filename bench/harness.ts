@@ -2,6 +2,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { LoadReport } from '../src/load/report/model.js';
 
 export const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
@@ -9,6 +10,25 @@ export const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
 /** The command that runs `node args` on `core` (when taskset is there). */
 export function onCore(core: number, args: string[]): [string, string[]] {
   return pinned ? ['taskset', ['-c', String(core), process.execPath, ...args]] : [process.execPath, args];
+}
+
+/**
+ * A benchmark program's options, parsed, with `--help`/`-h` added: it prints `help` and exits, and an
+ * unknown or malformed option is one line and the help, not a stack trace.
+ */
+export function benchOptions<O extends NonNullable<ParseArgsConfig['options']>>(help: string, options: O): ReturnType<typeof parseArgs<{ options: O }>>['values'] {
+  let parsed;
+  try {
+    parsed = parseArgs({ options: { ...options, help: { type: 'boolean', short: 'h' } } as O });
+  } catch (error) {
+    console.error(`${(error as Error).message}\n\n${help}`);
+    process.exit(2);
+  }
+  if ((parsed.values as { help?: boolean }).help) {
+    console.log(help);
+    process.exit(0);
+  }
+  return parsed.values;
 }
 
 /**

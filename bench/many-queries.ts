@@ -14,8 +14,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { describeRun, fmt, onCore, runGenerator, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
+import { describeRun, fmt, onCore, runGenerator, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `Many live queries: server CPU per write with 10,000 live queries vs 10, same run.
@@ -30,23 +29,16 @@ Usage: many-queries [options]
   --unrouted               also run the largest case with change routing off
   --out <file>             JSON results (default bench/results/many-queries.json)`;
 
-const { values } = parseArgs({
-  options: {
-    users: { type: 'string', default: '10,10000' },
-    'per-connection': { type: 'string', default: '100' },
-    rate: { type: 'string', default: '200' },
-    seconds: { type: 'string', default: '30' },
-    warmup: { type: 'string', default: '5' },
-    runs: { type: 'string', default: '3' },
-    unrouted: { type: 'boolean', default: false },
-    out: { type: 'string', default: join('bench', 'results', 'many-queries.json') },
-    help: { type: 'boolean', short: 'h' },
-  },
+const values = benchOptions(HELP, {
+  users: { type: 'string', default: '10,10000' },
+  'per-connection': { type: 'string', default: '100' },
+  rate: { type: 'string', default: '200' },
+  seconds: { type: 'string', default: '30' },
+  warmup: { type: 'string', default: '5' },
+  runs: { type: 'string', default: '3' },
+  unrouted: { type: 'boolean', default: false },
+  out: { type: 'string', default: join('bench', 'results', 'many-queries.json') },
 });
-if (values.help) {
-  console.log(HELP);
-  process.exit(0);
-}
 
 interface Case {
   name: string;

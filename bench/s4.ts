@@ -7,9 +7,8 @@
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
-import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
+import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { ProcessSampler } from '../src/load/process-sampler.js';
@@ -25,21 +24,14 @@ Usage: s4 [options]
   --database <name>   mongo-java-server (change streams) or ferretdb (oplog); default mongo-java-server
   --out <file>        JSON results (default bench/results/s4-<database>.json)`;
 
-const { values } = parseArgs({
-  options: {
-    duration: { type: 'string', default: '180' },
-    users: { type: 'string', default: '50' },
-    groups: { type: 'string', default: '25' },
-    'interval-ms': { type: 'string', default: '2000' },
-    database: { type: 'string', default: 'mongo-java-server' },
-    out: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  },
+const values = benchOptions(HELP, {
+  duration: { type: 'string', default: '180' },
+  users: { type: 'string', default: '50' },
+  groups: { type: 'string', default: '25' },
+  'interval-ms': { type: 'string', default: '2000' },
+  database: { type: 'string', default: 'mongo-java-server' },
+  out: { type: 'string' },
 });
-if (values.help) {
-  console.log(HELP);
-  process.exit(0);
-}
 const database = values.database as 'mongo-java-server' | 'ferretdb';
 if (database !== 'mongo-java-server' && database !== 'ferretdb') {
   console.error(`unknown database ${database}\n\n${HELP}`);

@@ -17,11 +17,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { startService, type RunningService } from '../scripts/services/control.js';
 import { cpuSeconds } from '../src/load/process-sampler.js';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
+import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
 import { median } from './stats.js';
 
 type Topology = 'one process' | '1 worker (primary on the load core)' | '2 workers' | '2 servers, clients spread' | '2 servers, one door';
@@ -42,23 +41,16 @@ Usage: s5 [options]
   --servers <list>    server counts of the fan-out series (default 1,2,3)
   --out <file>        JSON results (default bench/results/s5.json)`;
 
-const { values } = parseArgs({
-  options: {
-    parts: { type: 'string', default: 's3,s1,fanout' },
-    runs: { type: 'string', default: '3' },
-    's3-seconds': { type: 'string', default: '30' },
-    's1-seconds': { type: 'string', default: '40' },
-    's1-rate': { type: 'string', default: '12' },
-    servers: { type: 'string', default: '1,2,3' },
-    topologies: { type: 'string' },
-    out: { type: 'string', default: join('bench', 'results', 's5.json') },
-    help: { type: 'boolean', short: 'h' },
-  },
+const values = benchOptions(HELP, {
+  parts: { type: 'string', default: 's3,s1,fanout' },
+  runs: { type: 'string', default: '3' },
+  's3-seconds': { type: 'string', default: '30' },
+  's1-seconds': { type: 'string', default: '40' },
+  's1-rate': { type: 'string', default: '12' },
+  servers: { type: 'string', default: '1,2,3' },
+  topologies: { type: 'string' },
+  out: { type: 'string', default: join('bench', 'results', 's5.json') },
 });
-if (values.help) {
-  console.log(HELP);
-  process.exit(0);
-}
 const parts = values.parts!.split(',');
 const TOPOLOGIES: Topology[] = ['one process'];
 for (const name of values.topologies?.split(';').map((t) => t.trim()) ?? ALL_TOPOLOGIES) {

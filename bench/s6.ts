@@ -16,9 +16,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
+import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `S6 capacity: memory per idle connection, and a connection storm.
@@ -31,21 +30,14 @@ Usage: s6 [options]
   --phases <list>     idle,storm (default both)
   --out <file>        JSON results (default bench/results/s6.json)`;
 
-const { values } = parseArgs({
-  options: {
-    connections: { type: 'string', default: '10000' },
-    hold: { type: 'string', default: '40' },
-    processes: { type: 'string', default: '2' },
-    runs: { type: 'string', default: '3' },
-    phases: { type: 'string', default: 'idle,storm' },
-    out: { type: 'string', default: join('bench', 'results', 's6.json') },
-    help: { type: 'boolean', short: 'h' },
-  },
+const values = benchOptions(HELP, {
+  connections: { type: 'string', default: '10000' },
+  hold: { type: 'string', default: '40' },
+  processes: { type: 'string', default: '2' },
+  runs: { type: 'string', default: '3' },
+  phases: { type: 'string', default: 'idle,storm' },
+  out: { type: 'string', default: join('bench', 'results', 's6.json') },
 });
-if (values.help) {
-  console.log(HELP);
-  process.exit(0);
-}
 const connections = Number(values.connections);
 const hold = Number(values.hold);
 const phases = values.phases!.split(',');

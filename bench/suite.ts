@@ -13,9 +13,8 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS } from './harness.js';
+import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
 import { median } from './stats.js';
 
 interface Case {
@@ -57,21 +56,14 @@ Usage: suite [options]
                    (a second generator setting, so a figure does not hang on one client's timing)
   --out <file>     JSON results (default bench/results/suite.json)`;
 
-const { values } = parseArgs({
-  options: {
-    cases: { type: 'string', default: Object.keys(CASES).join(',') },
-    runs: { type: 'string', default: '3' },
-    ladder: { type: 'string' },
-    targets: { type: 'string' },
-    'load-extra': { type: 'string', default: '' },
-    out: { type: 'string', default: join('bench', 'results', 'suite.json') },
-    help: { type: 'boolean', short: 'h' },
-  },
+const values = benchOptions(HELP, {
+  cases: { type: 'string', default: Object.keys(CASES).join(',') },
+  runs: { type: 'string', default: '3' },
+  ladder: { type: 'string' },
+  targets: { type: 'string' },
+  'load-extra': { type: 'string', default: '' },
+  out: { type: 'string', default: join('bench', 'results', 'suite.json') },
 });
-if (values.help) {
-  console.log(HELP);
-  process.exit(0);
-}
 const cases = values.cases!.split(',');
 const targetsWanted = values.targets?.split(',');
 const loadExtra = values['load-extra']!.split(' ').filter(Boolean);
