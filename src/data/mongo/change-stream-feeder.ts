@@ -10,7 +10,9 @@
  * (awaitData), but mongo-java-server answers it at once, and the driver's own
  * event loop then spins a core; so an empty read that came back quickly is
  * followed by a pause (20 ms, growing to 200 ms while idle; cut short by a
- * write of this process).
+ * write of this process). Whether the server waits is judged on every empty
+ * read, so a read made slow by this process's own busy turn does not start a
+ * spin.
  */
 import type { ChangeStream, ChangeStreamDocument, Document as BsonDocument, MongoClient } from 'mongodb';
 import type { Logger } from '../../log.js';
@@ -161,8 +163,11 @@ export class ChangeStreamFeeder {
           this.tokens.set(key, event._id);
           this.handle(event as ChangeStreamDocument, key);
           if (buffered(stream) > 0) continue;
-        } else if (Date.now() - started >= QUICK_EMPTY_MS) {
-          serverWaits = true;
+        } else {
+          // Judged again on every empty read: one that was slow only because this
+          // process was busy (start-up, a long turn) must not leave the loop spinning
+          // against a server that answers at once.
+          serverWaits = Date.now() - started >= QUICK_EMPTY_MS;
         }
         if (serverWaits) continue;
         // A server that answers at once (mongo-java-server): read again after a pause that

@@ -25,6 +25,7 @@ export interface OpenedFeeder {
 }
 
 const PROBE_COLLECTION = 'perseid_change_probe';
+const PROBE_PAUSE_MS = 10;
 
 /** Whether a change stream of `scope` delivers a write made after it opened, within `ms`. */
 async function streamDelivers(db: Db, scope: StreamScope, ms: number): Promise<boolean> {
@@ -32,8 +33,11 @@ async function streamDelivers(db: Db, scope: StreamScope, ms: number): Promise<b
   let stream;
   try {
     stream = scope === 'database' ? db.watch([{ $match: { 'ns.coll': PROBE_COLLECTION } }]) : probe.watch();
+    // Empty reads are spaced out: a server that answers them at once (mongo-java-server) would otherwise be asked thousands of times.
     const event = stream.tryNext().then(async function next(first): Promise<unknown> {
-      return first ?? (stream!.closed ? undefined : next(await stream!.tryNext()));
+      if (first || stream!.closed) return first ?? undefined;
+      await new Promise((r) => setTimeout(r, PROBE_PAUSE_MS));
+      return stream!.closed ? undefined : next(await stream!.tryNext());
     });
     // tryNext() has opened the stream on the server once its first round trip is back.
     await Promise.race([event, new Promise((r) => setTimeout(r, 200))]);
