@@ -57,7 +57,7 @@ function layerRules() {
 }
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'examples/*/public/vendor/'] },
+  { ignores: ['dist/', 'node_modules/', '.cache/', 'examples/*/public/vendor/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

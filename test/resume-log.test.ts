@@ -1,8 +1,9 @@
 /**
  * The resume log keeps a tail of what a connected session sent, trimmed a
- * chunk at a time: at least the tail asked for stays (when that much was
- * sent), no more than two chunks beyond it, and what a resuming client missed
- * comes back in order, across chunks.
+ * chunk (or a socket's batch) at a time: at least the tail asked for stays
+ * (when that much was sent), no more than two chunks beyond it, and what a
+ * resuming client missed comes back in order, across chunks, without the
+ * messages that are not counted (heartbeats).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -44,18 +45,50 @@ describe('resume log', () => {
     assert.equal(log.heldCount, 500);
     assert.equal(log.heldBytes, 50_000);
     assert.deepEqual(numbers(log.missedSince(100)), [...Array(500).keys()].map((i) => 100 + i));
-    log.release();
+    log.release(600);
     assert.equal(log.missedSince(100), undefined);
     assert.deepEqual(numbers(log.missedSince(590)), [...Array(10).keys()].map((i) => 590 + i));
   });
 
   it('remembers the answers among the kept messages only', () => {
     const log = new ResumeLog(1000, 1024);
-    log.record(message(0), 'm:1');
-    log.record(message(1), 's:2');
+    log.answers('m:1', 0);
+    log.record(message(0));
+    log.answers('s:2', 1);
+    log.record(message(1));
     assert.ok(log.mentions('m:1') && log.mentions('s:2'));
     assert.ok(!log.mentions('m:2'));
     for (let n = 2; n < 200; n++) log.record(message(n));
     assert.ok(!log.mentions('m:1') && !log.mentions('s:2'));
+  });
+
+  it('takes batches as they are, counting and resending only the counted messages', () => {
+    const log = new ResumeLog(1000, 4096);
+    const ping = () => Object.assign(new EncodedMessage('{"msg":"ping"}'), { uncounted: true });
+    let n = 0;
+    for (let batch = 0; batch < 300; batch++) {
+      const messages = [ping()];
+      for (let i = 0; i < batch % 7; i++) messages.push(message(n++));
+      log.recordBatch(messages, messages.reduce((sum, m) => sum + m.text.length, 0));
+      assert.equal(log.count, n);
+    }
+    assert.deepEqual(numbers(log.missedSince(n - 30)), [...Array(30).keys()].map((i) => n - 30 + i));
+    assert.deepEqual(log.missedSince(n), []);
+    assert.equal(log.missedSince(n - 200), undefined);
+  });
+
+  it('forgets on release what the client missed, as it is sent (and so recorded) again', () => {
+    const log = new ResumeLog(1000, 1024);
+    for (let n = 0; n < 100; n++) log.record(message(n));
+    log.hold();
+    for (let n = 100; n < 150; n++) log.record(message(n));
+    const missed = log.missedSince(95)!;
+    assert.deepEqual(numbers(missed), [...Array(55).keys()].map((i) => 95 + i));
+    log.release(95);
+    assert.equal(log.count, 95);
+    log.recordBatch(missed, missed.length * 100);
+    log.recordBatch([message(150)], 100);
+    assert.equal(log.count, 151);
+    assert.deepEqual(numbers(log.missedSince(140)), [...Array(11).keys()].map((i) => 140 + i));
   });
 });

@@ -387,6 +387,42 @@ describe('session resumption', () => {
       assert.equal(t.server.awaitingResumeCount, 0);
     });
 
+    it('resumes again after a resume: the replayed messages count once', async () => {
+      const { session, messages } = await dropped();
+      let peer = await RawPeer.open(t.wsUrl);
+      peer.send({ msg: 'connect', version: '1', support: ['1'], session, receivedCount: 4 });
+      await peer.next((m) => m.msg === 'connected');
+      assert.deepEqual(await peer.until((m) => m.msg === 'ready'), messages.slice(4));
+      const insertedId = await t.collection<Item>('items').insertAsync({ n: 100 });
+      const added = await peer.next((m) => m.msg === 'added' && m.id === insertedId);
+      // 7 messages, then the added: the client has 8; it claims 7 and gets the added again, nothing else.
+      peer.ws.terminate();
+      await eventually(() => t.server.awaitingResumeCount === 1, 'the session waiting again');
+      peer = await RawPeer.open(t.wsUrl);
+      peer.send({ msg: 'connect', version: '1', support: ['1'], session, receivedCount: 7 });
+      assert.deepEqual(await peer.next(), { msg: 'connected', session });
+      peer.send({ msg: 'unsub', id: 's1' });
+      const replay = await peer.until((m) => m.msg === 'nosub');
+      assert.deepEqual(replay[0], added);
+      assert.equal(replay.filter((m) => m.msg === 'added').length, 1);
+      await t.collection<Item>('items').removeAsync({ n: 100 });
+      peer.close();
+      await eventually(() => t.server.sessionCount === 0, 'closed');
+    });
+
+    it('resumes a session whose old connection this side still thinks open', async () => {
+      const old = await RawPeer.connected(t.wsUrl);
+      old.send({ msg: 'sub', id: 's1', name: 'items', params: [] });
+      await old.next((m) => m.msg === 'ready');
+      const messages = [...old.received];
+      const peer = await RawPeer.open(t.wsUrl);
+      peer.send({ msg: 'connect', version: '1', support: ['1'], session: old.session, receivedCount: 5 });
+      assert.deepEqual(await peer.next(), { msg: 'connected', session: old.session });
+      assert.deepEqual(await peer.until((m) => m.msg === 'ready'), messages.slice(5));
+      peer.close();
+      await eventually(() => t.server.sessionCount === 0, 'closed');
+    });
+
     it('starts afresh, ending the old session, when the count does not match', async () => {
       for (const receivedCount of [99, -1, 2.5]) {
         const { session } = await dropped();

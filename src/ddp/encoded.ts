@@ -11,6 +11,8 @@ export class EncodedMessage {
   frames: unknown = undefined;
   /** UTF-8 size of `text`, set by the first that measures it (metrics/message-size.ts). */
   byteLength: number | undefined = undefined;
+  /** Not counted in a session's messages for resumption (heartbeats, a resumed session's `connected`; see server/resume-log.ts). */
+  uncounted = false;
   constructor(readonly text: string) {}
 }
 

@@ -1,34 +1,38 @@
 /**
  * What a session has sent, for Meteor 3.5's session resumption: the count of
- * its messages (pings and pongs aside), which a reconnecting client compares
- * with how many it received, and the last ones sent, so that the messages the
- * client missed (lost with the old socket, or sent while it was away) can be
- * sent again. While the client is connected only a short tail is kept (by
- * count and size); while it is away nothing is dropped, and the session's cap
- * ends the session instead.
+ * its messages (pings, pongs and a resumed session's `connected` aside), which
+ * a reconnecting client compares with how many it received, and the last ones
+ * sent, so that the messages the client missed (lost with the old socket, or
+ * sent while it was away) can be sent again. While the client is connected only
+ * a short tail is kept (by count and size); while it is away nothing is
+ * dropped, and the session's cap ends the session instead.
  *
- * Every message of every session passes here, so recording one is an array
- * push: messages go into chunks, and the tail is trimmed a whole chunk at a
- * time (re-slicing the tail for each message doubled S1's CPU per message).
+ * Every message of every session passes here, so a connected session's socket
+ * hands over whole batches, the arrays it flushed, kept as they are: a message
+ * then costs nothing here (recording each one, even as an array push, was a
+ * tenth of S1's CPU, BENCHMARKS.md). The tail is trimmed a batch at a time.
  */
 import type { EncodedMessage } from '../ddp/encoded.js';
 
-/** Messages per chunk; a chunk also closes at half the tail's size, so what is kept stays under twice the tail. */
+/** A batch, or the messages recorded one at a time, closed at this many. */
 const CHUNK_MESSAGES = 64;
 
 export class ResumeLog {
-  /** Messages sent in the session so far. */
+  /** Messages sent in the session so far (the counted ones). */
   count = 0;
-  /** Kept messages, oldest chunk first; the last one is being filled. */
+  /** Kept messages, oldest chunk first; `current` is being filled one message at a time. */
   private chunks: EncodedMessage[][] = [];
+  /** Counted messages and characters of each chunk. */
+  private chunkCounts: number[] = [];
   private chunkBytes: number[] = [];
   private current: EncodedMessage[] = [];
+  private currentCount = 0;
   private currentBytes = 0;
-  /** The count of the first kept message. */
+  /** The count of the first kept counted message. */
   private first = 0;
   /** Characters in the closed chunks. */
   private closedBytes = 0;
-  /** Kept messages that answer a request: `m:<id>` for a method's result, `s:<id>` for a subscription's nosub, with their count. */
+  /** Answers to requests: `m:<id>` for a method's result, `s:<id>` for a subscription's nosub, with their count. */
   private refs: Array<{ ref: string; index: number }> = [];
   private holding = false;
   /** Messages and characters recorded since the client went away. */
@@ -42,25 +46,53 @@ export class ResumeLog {
     private readonly keepBytes: number,
   ) {}
 
-  record(message: EncodedMessage, ref?: string): void {
-    if (ref !== undefined) this.refs.push({ ref, index: this.count });
-    this.count++;
+  /** `message`, the `index`th counted message of the session, answers `ref`. */
+  answers(ref: string, index: number): void {
+    this.refs.push({ ref, index });
+  }
+
+  /** One message (while the client is away, or from a transport that writes messages one by one). */
+  record(message: EncodedMessage): void {
     this.current.push(message);
     const size = message.text.length;
+    const counted = message.uncounted ? 0 : 1;
+    this.count += counted;
+    this.currentCount += counted;
     this.currentBytes += size;
     if (this.holding) {
-      this.heldCount++;
+      this.heldCount += counted;
       this.heldBytes += size;
     }
     if (this.current.length >= CHUNK_MESSAGES || this.currentBytes * 2 >= this.keepBytes) this.closeChunk();
   }
 
+  /** A batch the socket wrote (or dropped unwritten when it closed): kept as it is, never changed again by its sender. */
+  recordBatch(messages: EncodedMessage[], chars: number): void {
+    if (this.current.length > 0) this.closeChunk();
+    let counted = messages.length;
+    for (let i = 0; i < messages.length; i++) if (messages[i]!.uncounted) counted--;
+    this.count += counted;
+    if (this.holding) {
+      this.heldCount += counted;
+      this.heldBytes += chars;
+    }
+    this.addChunk(messages, counted, chars);
+  }
+
   private closeChunk(): void {
-    this.chunks.push(this.current);
-    this.chunkBytes.push(this.currentBytes);
-    this.closedBytes += this.currentBytes;
+    const chunk = this.current;
     this.current = [];
+    const { currentCount, currentBytes } = this;
+    this.currentCount = 0;
     this.currentBytes = 0;
+    this.addChunk(chunk, currentCount, currentBytes);
+  }
+
+  private addChunk(messages: EncodedMessage[], counted: number, chars: number): void {
+    this.chunks.push(messages);
+    this.chunkCounts.push(counted);
+    this.chunkBytes.push(chars);
+    this.closedBytes += chars;
     if (!this.holding) this.trim();
   }
 
@@ -70,7 +102,7 @@ export class ResumeLog {
     let kept = this.count - this.first;
     let bytes = this.closedBytes + this.currentBytes;
     while (drop < this.chunks.length) {
-      const messages = this.chunks[drop]!.length;
+      const messages = this.chunkCounts[drop]!;
       const size = this.chunkBytes[drop]!;
       if (kept - messages < this.keepMessages && bytes - size < this.keepBytes) break;
       kept -= messages;
@@ -81,6 +113,7 @@ export class ResumeLog {
     }
     if (drop === 0) return;
     this.chunks.splice(0, drop);
+    this.chunkCounts.splice(0, drop);
     this.chunkBytes.splice(0, drop);
     if (this.refs.length > 0 && this.refs[0]!.index < this.first) this.refs = this.refs.filter((entry) => entry.index >= this.first);
   }
@@ -92,18 +125,41 @@ export class ResumeLog {
     this.heldBytes = 0;
   }
 
-  /** The client is back: keep only the short tail again. */
-  release(): void {
+  /**
+   * The client is back, having received `receivedCount` messages: keep only
+   * the short tail again. What it missed is forgotten here, as it is about to
+   * be sent again and so recorded again.
+   */
+  release(receivedCount: number): void {
+    const kept = this.counted().slice(0, receivedCount - this.first);
+    this.chunks = [];
+    this.chunkCounts = [];
+    this.chunkBytes = [];
+    this.current = [];
+    this.currentCount = 0;
+    this.currentBytes = 0;
+    this.closedBytes = 0;
+    this.count = this.first;
     this.holding = false;
     this.heldCount = 0;
     this.heldBytes = 0;
+    for (const message of kept) this.record(message);
+    if (this.current.length > 0) this.closeChunk();
     this.trim();
+  }
+
+  /** The kept counted messages, oldest first. */
+  private counted(): EncodedMessage[] {
+    return this.chunks
+      .flat()
+      .concat(this.current)
+      .filter((message) => !message.uncounted);
   }
 
   /** The messages a client that received `receivedCount` missed, or undefined when they are not all kept. */
   missedSince(receivedCount: number): EncodedMessage[] | undefined {
     if (!Number.isInteger(receivedCount) || receivedCount > this.count || receivedCount < this.first) return undefined;
-    return this.chunks.flat().concat(this.current).slice(receivedCount - this.first);
+    return this.counted().slice(receivedCount - this.first);
   }
 
   /** Whether a kept message carries `ref` (a method's result, a subscription's end). */

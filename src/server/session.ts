@@ -126,6 +126,8 @@ export class Session implements SubscriptionHost {
   private state: 'handshake' | 'open' | 'closed' = 'handshake';
   private current: DdpSocket;
   private readonly sent: ResumeLog;
+  /** Messages counted so far: the resume log's count, and those the socket has not yet handed to it. */
+  private outputs = 0;
   /** Methods running now (a repeated call after a resume is not run twice). */
   private readonly runningMethods = new Set<string>();
   private resumes = 0;
@@ -194,24 +196,34 @@ export class Session implements SubscriptionHost {
   }
 
   send(message: ServerMessage): void {
+    const encoded = encodeMessage(message);
     if (message.msg === 'ping' || message.msg === 'pong') {
-      // Heartbeats are per connection: not counted, not kept, not sent to an absent client.
-      if (this.state !== 'closed') this.socket.send(encodeMessage(message));
+      // Heartbeats are per connection: not counted, not sent to an absent client.
+      encoded.uncounted = true;
+      if (this.state !== 'closed') this.socket.send(encoded);
       return;
     }
+    // Before the handshake there is no session to resume.
+    if (this.state !== 'open') encoded.uncounted = true;
     const ref = message.msg === 'result' ? `m:${message.id}` : message.msg === 'nosub' ? `s:${message.id}` : undefined;
-    this.output(encodeMessage(message), ref);
+    this.output(encoded, ref);
   }
 
   sendEncoded(message: EncodedMessage): void {
     this.output(message);
   }
 
-  /** Every message of the session goes out here: counted and kept for a resume, then sent (unless the client is away). */
+  /**
+   * Every message of the session goes out here: counted, then sent (the
+   * socket hands what it sent to the resume log), or kept for the client while
+   * it is away.
+   */
   private output(message: EncodedMessage, ref?: string): void {
     if (this.state === 'closed' || this.overflowed) return;
-    if (this.state === 'open') this.sent.record(message, ref);
+    if (ref !== undefined && this.state === 'open') this.sent.answers(ref, this.outputs);
+    if (!message.uncounted) this.outputs++;
     if (this.parked) {
+      this.sent.record(message);
       const { resumeMaxMessages, resumeMaxBytes } = this.server.settings;
       if (this.sent.heldCount > resumeMaxMessages || this.sent.heldBytes > resumeMaxBytes) {
         this.log.debug('ending a session whose client is away: too much output held for it', { session: this.id, messages: this.sent.heldCount, bytes: this.sent.heldBytes });
@@ -238,6 +250,7 @@ export class Session implements SubscriptionHost {
       message: (text) => this.contained(() => this.receive(text)),
       refused: (reason) => this.contained(() => this.sendError(reason)),
       close: (abrupt) => this.socketClosed(socket, abrupt),
+      sent: (messages, chars) => this.sent.recordBatch(messages, chars),
     });
   }
 
@@ -582,6 +595,15 @@ export class Session implements SubscriptionHost {
    */
   resume(socket: DdpSocket, receivedCount: number, version: DDPVersion): boolean {
     if (this.state !== 'open' || this.overflowed) return false;
+    if (!this.parked) {
+      // The client came back before this side noticed it had gone: the old socket is dead to it
+      // (what it still queued goes to the resume log as it closes).
+      const old = this.current;
+      this.park();
+      old.setHandlers({ message: () => undefined, refused: () => undefined, close: () => undefined, sent: (messages, chars) => this.sent.recordBatch(messages, chars) });
+      old.terminate();
+      this.server.socketClosed(old);
+    }
     const missed = version === this.version ? this.sent.missedSince(receivedCount) : undefined;
     if (!missed) {
       this.log.debug('a session cannot be resumed: the client missed more than was kept', { session: this.id, sent: this.sent.count, received: receivedCount });
@@ -589,27 +611,21 @@ export class Session implements SubscriptionHost {
       this.end();
       return false;
     }
-    if (!this.parked) {
-      // The client came back before this side noticed it had gone: the old socket is dead to it.
-      const old = this.current;
-      this.park();
-      old.setHandlers({ message: () => undefined, refused: () => undefined, close: () => undefined });
-      old.terminate();
-      this.server.socketClosed(old);
-    }
     this.server.outputBudget.delete(this.current as ParkedSocket);
     this.server.sessionUnparked(this);
     sessionMetrics.parked.dec();
     clearTimeout(this.graceTimer);
     this.graceTimer = undefined;
-    this.sent.release();
+    this.sent.release(receivedCount);
     this.resumes++;
     this.lostSocket = false;
     this.paused = false;
     this.attach(socket); // counted in sockets by the session that received it
     sessionMetrics.resumed.inc();
     // Not counted (nor kept) on either side: a resumed client's count goes on from what it had.
-    socket.send(encodeMessage({ msg: 'connected', session: this.id }));
+    const connected = encodeMessage({ msg: 'connected', session: this.id });
+    connected.uncounted = true;
+    socket.send(connected);
     for (const message of missed) socket.send(message);
     if (this.version !== 'pre1') this.heartbeat.start();
     if (!this.running && this.queue.length > 0) void this.runQueue();

@@ -16,6 +16,12 @@ export interface SocketHandlers {
    * lost network does; false when either side closed it on purpose.
    */
   close(abrupt: boolean): void;
+  /**
+   * Messages the socket was given left it: written, or dropped unwritten as it
+   * closed (or was closed). Every message given to `send` is reported once, in
+   * order; the array is the socket's and is never changed again.
+   */
+  sent(messages: EncodedMessage[], chars: number): void;
 }
 
 export interface DdpSocket {

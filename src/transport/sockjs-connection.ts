@@ -115,6 +115,8 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
   }
 
   send(message: EncodedMessage): void {
+    // Reported first: written or dropped, it has left the session.
+    this.handlers?.sent([message], message.text.length);
     if (this.closed) return;
     const buffered = this.bufferedBytes + message.text.length;
     if (buffered > this.options.maxBufferedBytes) {

@@ -42,7 +42,7 @@ export const BROKEN_FRAMING = defineCloseReason('BROKEN_FRAMING', 3000, 'Broken 
 /** The server failed unexpectedly while handling this connection (logged); other connections are unaffected. */
 export const INTERNAL_ERROR = defineCloseReason('INTERNAL_ERROR', 1011, 'Internal error');
 
-const NO_HANDLERS: SocketHandlers = { message: () => undefined, refused: () => undefined, close: () => undefined };
+const NO_HANDLERS: SocketHandlers = { message: () => undefined, refused: () => undefined, close: () => undefined, sent: () => undefined };
 
 function rawDataText(data: RawData): string {
   if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
@@ -114,20 +114,22 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
   }
 
   send(message: EncodedMessage): void {
-    if (this.closed) return;
+    if (this.closed) {
+      this.handlers.sent([message], message.text.length);
+      return;
+    }
+    const first = this.pending.push(message) === 1;
     this.pendingBytes += message.text.length;
     if (this.socket.writableLength + this.pendingBytes > this.options.maxBufferedBytes) {
       this.dropSlow(this.socket.writableLength + this.pendingBytes);
       return;
     }
-    if (this.pending.push(message) === 1) scheduleFlush(this);
+    if (first) scheduleFlush(this);
   }
 
   flush(batches: BatchCache): void {
-    const messages = this.pending;
-    if (messages.length === 0 || this.closed) return;
-    this.pending = [];
-    this.pendingBytes = 0;
+    if (this.pending.length === 0 || this.closed) return;
+    const messages = this.handOver();
     // The peer's close frame has arrived and `ws` has answered it: nothing may follow a close frame.
     if (this.ws.readyState !== this.ws.OPEN) return;
     const { variant, compression } = this.options;
@@ -158,8 +160,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     this.options.log.error('unexpected failure on a connection; closing it', { remote: this.remoteAddress, error });
     transportMetrics.connectionErrors.inc();
     if (this.closed) return;
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.handOver();
     this.closed = true;
     this.gate.close();
     this.options.budget.delete(this);
@@ -204,10 +205,19 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     this.drop();
   }
 
+  /** Takes the queued messages off the queue, reporting them as sent (see SocketHandlers.sent). */
+  private handOver(): EncodedMessage[] {
+    const messages = this.pending;
+    this.pending = [];
+    const chars = this.pendingBytes;
+    this.pendingBytes = 0;
+    if (messages.length > 0) this.handlers.sent(messages, chars);
+    return messages;
+  }
+
   private drop(): void {
     this.closed = true;
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.handOver();
     this.gate.close();
     this.options.budget.delete(this);
     this.ws.terminate();
@@ -252,8 +262,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     this.closed = true;
     this.gate.close();
     this.options.budget.delete(this);
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.handOver();
     const { close } = this.handlers;
     this.handlers = NO_HANDLERS;
     close(abrupt);
