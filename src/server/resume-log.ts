@@ -14,7 +14,11 @@
  */
 import type { EncodedMessage } from '../ddp/encoded.js';
 
-/** A batch, or the messages recorded one at a time, closed at this many. */
+/**
+ * Messages recorded one at a time close a chunk at this many, or at half the
+ * tail's size, so what is kept stays under twice the tail (a socket's batch is
+ * a chunk as it comes).
+ */
 const CHUNK_MESSAGES = 64;
 
 export class ResumeLog {
@@ -46,7 +50,7 @@ export class ResumeLog {
     private readonly keepBytes: number,
   ) {}
 
-  /** `message`, the `index`th counted message of the session, answers `ref`. */
+  /** The session's `index`th counted message (0-based, perhaps not yet recorded) answers `ref`. */
   answers(ref: string, index: number): void {
     this.refs.push({ ref, index });
   }

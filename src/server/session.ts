@@ -128,6 +128,8 @@ export class Session implements SubscriptionHost {
   private readonly sent: ResumeLog;
   /** Messages counted so far: the resume log's count, and those the socket has not yet handed to it. */
   private outputs = 0;
+  /** A socket's `sent` handler: what it wrote or dropped goes to the resume log. */
+  private readonly recordSent = (messages: EncodedMessage[], chars: number): void => this.sent.recordBatch(messages, chars);
   /** Methods running now (a repeated call after a resume is not run twice). */
   private readonly runningMethods = new Set<string>();
   private resumes = 0;
@@ -250,7 +252,7 @@ export class Session implements SubscriptionHost {
       message: (text) => this.contained(() => this.receive(text)),
       refused: (reason) => this.contained(() => this.sendError(reason)),
       close: (abrupt) => this.socketClosed(socket, abrupt),
-      sent: (messages, chars) => this.sent.recordBatch(messages, chars),
+      sent: this.recordSent,
     });
   }
 
@@ -600,7 +602,7 @@ export class Session implements SubscriptionHost {
       // (what it still queued goes to the resume log as it closes).
       const old = this.current;
       this.park();
-      old.setHandlers({ message: () => undefined, refused: () => undefined, close: () => undefined, sent: (messages, chars) => this.sent.recordBatch(messages, chars) });
+      old.setHandlers({ message: () => undefined, refused: () => undefined, close: () => undefined, sent: this.recordSent });
       old.terminate();
       this.server.socketClosed(old);
     }

@@ -35,7 +35,7 @@ async function streamDelivers(db: Db, scope: StreamScope, ms: number): Promise<b
     stream = scope === 'database' ? db.watch([{ $match: { 'ns.coll': PROBE_COLLECTION } }]) : probe.watch();
     // Empty reads are spaced out: a server that answers them at once (mongo-java-server) would otherwise be asked thousands of times.
     const event = stream.tryNext().then(async function next(first): Promise<unknown> {
-      if (first || stream!.closed) return first ?? undefined;
+      if (first) return first;
       await new Promise((r) => setTimeout(r, PROBE_PAUSE_MS));
       return stream!.closed ? undefined : next(await stream!.tryNext());
     });
