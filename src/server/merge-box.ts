@@ -33,7 +33,10 @@ export interface Holder {
  */
 export type PublicationStrategy = 'SERVER_MERGE' | 'NO_MERGE' | 'NO_MERGE_NO_HISTORY';
 
-type Send = (message: EncodedMessage) => void;
+/** Where a connection's messages go (its session). */
+export interface OutputSink {
+  sendEncoded(message: EncodedMessage): void;
+}
 
 /** Something that can produce the message for a change once for all its recipients (a live query's DocChange). */
 export interface SharedMessage {
@@ -52,13 +55,33 @@ function merged(holders: readonly Holder[], key: string, replace?: Holder, repla
 
 /** One collection of one connection's merge box: what its holders publish, merged. */
 export class CollectionView {
-  holders: Holder[] = [];
+  private holders: Holder[] = [];
+  /**
+   * The holder when there is only one (the usual case), so a change to a
+   * document nobody else can hold is sent without looking at the others:
+   * every change goes through here for every subscriber.
+   */
+  private sole: Holder | undefined;
 
   constructor(
     readonly name: string,
     readonly strategy: PublicationStrategy,
-    private readonly send: Send,
+    private readonly sink: OutputSink,
   ) {}
+
+  get holderCount(): number {
+    return this.holders.length;
+  }
+
+  add(holder: Holder): void {
+    this.holders = [...this.holders, holder];
+    this.sole = this.holders.length === 1 ? holder : undefined;
+  }
+
+  remove(holder: Holder): void {
+    this.holders = this.holders.filter((h) => h !== holder);
+    this.sole = this.holders.length === 1 ? this.holders[0] : undefined;
+  }
 
   /**
    * `holder` now publishes `key` with `fields`. `shared` gives the message to
@@ -66,7 +89,7 @@ export class CollectionView {
    */
   added(holder: Holder, key: string, fields: Fields, shared?: SharedMessage): void {
     if (!this.sharedWith(holder, key)) {
-      this.send(shared ? shared.message() : encodeAdded(this.name, key, fields));
+      this.sink.sendEncoded(shared ? shared.message() : encodeAdded(this.name, key, fields));
       return;
     }
     this.sendDiff(key, merged(this.holders, key, holder, undefined), merged(this.holders, key, holder, fields));
@@ -74,7 +97,7 @@ export class CollectionView {
 
   changed(holder: Holder, key: string, before: Fields, after: Fields, shared?: SharedMessage): void {
     if (!this.sharedWith(holder, key)) {
-      if (shared) this.send(shared.message());
+      if (shared) this.sink.sendEncoded(shared.message());
       else this.sendDiff(key, before, after);
       return;
     }
@@ -83,7 +106,7 @@ export class CollectionView {
 
   removed(holder: Holder, key: string, before: Fields, shared?: SharedMessage): void {
     if (!this.sharedWith(holder, key)) {
-      this.send(shared ? shared.message() : encodeRemoved(this.name, key));
+      this.sink.sendEncoded(shared ? shared.message() : encodeRemoved(this.name, key));
       return;
     }
     this.sendDiff(key, merged(this.holders, key, holder, before), merged(this.holders, key, holder, undefined));
@@ -91,7 +114,7 @@ export class CollectionView {
 
   /** Whether a holder other than `self` publishes `key`. */
   private sharedWith(self: Holder, key: string): boolean {
-    if (this.strategy !== 'SERVER_MERGE') return false;
+    if (this.sole === self || this.strategy !== 'SERVER_MERGE') return false;
     const holders = this.holders;
     for (let i = 0; i < holders.length; i++) {
       const h = holders[i]!;
@@ -102,7 +125,7 @@ export class CollectionView {
 
   private sendDiff(key: string, before: Fields, after: Fields): void {
     const diff = diffFields(before, after);
-    if (diff) this.send(encodeChanged(this.name, key, diff.fields, diff.cleared));
+    if (diff) this.sink.sendEncoded(encodeChanged(this.name, key, diff.fields, diff.cleared));
   }
 }
 
@@ -110,7 +133,7 @@ export class MergeBox {
   private readonly views = new Map<string, CollectionView>();
 
   constructor(
-    private readonly send: Send,
+    private readonly sink: OutputSink,
     private readonly strategyOf: (collection: string) => PublicationStrategy,
   ) {}
 
@@ -118,15 +141,15 @@ export class MergeBox {
   register(collection: string, holder: Holder): CollectionView {
     let view = this.views.get(collection);
     if (!view) {
-      view = new CollectionView(collection, this.strategyOf(collection), this.send);
+      view = new CollectionView(collection, this.strategyOf(collection), this.sink);
       this.views.set(collection, view);
     }
-    view.holders = [...view.holders, holder];
+    view.add(holder);
     return view;
   }
 
   unregister(view: CollectionView, holder: Holder): void {
-    view.holders = view.holders.filter((h) => h !== holder);
-    if (view.holders.length === 0 && this.views.get(view.name) === view) this.views.delete(view.name);
+    view.remove(holder);
+    if (view.holderCount === 0 && this.views.get(view.name) === view) this.views.delete(view.name);
   }
 }

@@ -24,11 +24,16 @@ const CHUNK_MESSAGES = 64;
 export class ResumeLog {
   /** Messages sent in the session so far (the counted ones). */
   count = 0;
-  /** Kept messages, oldest chunk first; `current` is being filled one message at a time. */
-  private chunks: EncodedMessage[][] = [];
-  /** Counted messages and characters of each chunk. */
-  private chunkCounts: number[] = [];
-  private chunkBytes: number[] = [];
+  /**
+   * Closed chunks, oldest first from `head` (those before it are dropped), each
+   * as three entries: its messages, how many of them count, their characters.
+   * One array, not three: a socket's flush lands here for every connection in
+   * turn, and each array more is one more cold object to touch.
+   */
+  private chunks: Array<EncodedMessage[] | number | undefined> = [];
+  /** Where the oldest kept chunk starts: trimming moves it on, and the array is compacted only now and then. */
+  private head = 0;
+  /** The chunk being filled one message at a time (while the client is away, or from SockJS). */
   private current: EncodedMessage[] = [];
   private currentCount = 0;
   private currentBytes = 0;
@@ -36,9 +41,11 @@ export class ResumeLog {
   private first = 0;
   /** Characters in the closed chunks. */
   private closedBytes = 0;
+  private holding = false;
+  /** The lowest index among `refs` (Infinity: none), so that trimming need not look at them. */
+  private oldestRef = Infinity;
   /** Answers to requests: `m:<id>` for a method's result, `s:<id>` for a subscription's nosub, with their count. */
   private refs: Array<{ ref: string; index: number }> = [];
-  private holding = false;
   /** Messages and characters recorded since the client went away. */
   heldCount = 0;
   heldBytes = 0;
@@ -53,6 +60,7 @@ export class ResumeLog {
   /** The session's `index`th counted message (0-based, perhaps not yet recorded) answers `ref`. */
   answers(ref: string, index: number): void {
     this.refs.push({ ref, index });
+    if (index < this.oldestRef) this.oldestRef = index;
   }
 
   /** One message (while the client is away, or from a transport that writes messages one by one). */
@@ -72,7 +80,7 @@ export class ResumeLog {
 
   /** A batch the socket wrote (or dropped unwritten when it closed): kept as it is, never changed again by its sender. */
   recordBatch(messages: EncodedMessage[], chars: number): void {
-    if (this.current.length > 0) this.closeChunk();
+    if (this.currentBytes > 0) this.closeChunk();
     let counted = messages.length;
     for (let i = 0; i < messages.length; i++) if (messages[i]!.uncounted) counted--;
     this.count += counted;
@@ -93,33 +101,38 @@ export class ResumeLog {
   }
 
   private addChunk(messages: EncodedMessage[], counted: number, chars: number): void {
-    this.chunks.push(messages);
-    this.chunkCounts.push(counted);
-    this.chunkBytes.push(chars);
+    this.chunks.push(messages, counted, chars);
     this.closedBytes += chars;
     if (!this.holding) this.trim();
   }
 
   /** Drops the oldest chunks while the rest still holds the tail asked for. */
   private trim(): void {
-    let drop = 0;
+    const { chunks } = this;
+    let head = this.head;
     let kept = this.count - this.first;
     let bytes = this.closedBytes + this.currentBytes;
-    while (drop < this.chunks.length) {
-      const messages = this.chunkCounts[drop]!;
-      const size = this.chunkBytes[drop]!;
+    while (head < chunks.length) {
+      const messages = chunks[head + 1] as number;
+      const size = chunks[head + 2] as number;
       if (kept - messages < this.keepMessages && bytes - size < this.keepBytes) break;
       kept -= messages;
       bytes -= size;
       this.first += messages;
       this.closedBytes -= size;
-      drop++;
+      chunks[head] = undefined;
+      head += 3;
     }
-    if (drop === 0) return;
-    this.chunks.splice(0, drop);
-    this.chunkCounts.splice(0, drop);
-    this.chunkBytes.splice(0, drop);
-    if (this.refs.length > 0 && this.refs[0]!.index < this.first) this.refs = this.refs.filter((entry) => entry.index >= this.first);
+    if (head === this.head) return;
+    this.head = head;
+    if (head >= 192 && head * 2 >= chunks.length) {
+      chunks.splice(0, head);
+      this.head = 0;
+    }
+    if (this.oldestRef < this.first) {
+      this.refs = this.refs.filter((entry) => entry.index >= this.first);
+      this.oldestRef = this.refs.reduce((lowest, entry) => Math.min(lowest, entry.index), Infinity);
+    }
   }
 
   /** The client went away: keep everything from now on (the caller enforces the cap). */
@@ -137,8 +150,7 @@ export class ResumeLog {
   release(receivedCount: number): void {
     const kept = this.counted().slice(0, receivedCount - this.first);
     this.chunks = [];
-    this.chunkCounts = [];
-    this.chunkBytes = [];
+    this.head = 0;
     this.current = [];
     this.currentCount = 0;
     this.currentBytes = 0;
@@ -154,8 +166,9 @@ export class ResumeLog {
 
   /** The kept counted messages, oldest first. */
   private counted(): EncodedMessage[] {
-    return this.chunks
-      .flat()
+    const closed: EncodedMessage[] = [];
+    for (let i = this.head; i < this.chunks.length; i += 3) for (const message of this.chunks[i] as EncodedMessage[]) closed.push(message);
+    return closed
       .concat(this.current)
       .filter((message) => !message.uncounted);
   }

@@ -116,20 +116,25 @@ type QueueTask = { message: ClientMessage; bytes: number; at: number };
 const WAITED_ON_SCAN = 256;
 
 export class Session implements SubscriptionHost {
+  // What output() reads for every message, declared first so that it shares the object's first cache lines.
+  private state: 'handshake' | 'open' | 'closed' = 'handshake';
+  /** It held more output for its absent client than allowed: it ends, and cannot be resumed. */
+  private overflowed = false;
+  /** Messages counted so far: the resume log's count, and those the socket has not yet handed to it. */
+  private outputs = 0;
+  /** `current` while the client is away (a field, not an instanceof test: output reads it for every message). */
+  private away: ParkedSocket | undefined;
+  private current: DdpSocket;
+  private readonly sent: ResumeLog;
+  /** A socket's `sent` handler: what it wrote or dropped goes to the resume log. */
+  private readonly recordSent = (messages: EncodedMessage[], chars: number): void => this.sent.recordBatch(messages, chars);
+
   id = '';
   version: DDPVersion | undefined;
   userId: string | null = null;
   readonly mergeBox: MergeBox;
   readonly connection: ConnectionHandle;
   readonly log: Logger;
-
-  private state: 'handshake' | 'open' | 'closed' = 'handshake';
-  private current: DdpSocket;
-  private readonly sent: ResumeLog;
-  /** Messages counted so far: the resume log's count, and those the socket has not yet handed to it. */
-  private outputs = 0;
-  /** A socket's `sent` handler: what it wrote or dropped goes to the resume log. */
-  private readonly recordSent = (messages: EncodedMessage[], chars: number): void => this.sent.recordBatch(messages, chars);
   /** Methods running now (a repeated call after a resume is not run twice). */
   private readonly runningMethods = new Set<string>();
   private resumes = 0;
@@ -138,8 +143,6 @@ export class Session implements SubscriptionHost {
   /** The heartbeat found the client unresponsive: its socket counts as lost, not closed. */
   private lostSocket = false;
   private graceTimer: NodeJS.Timeout | undefined;
-  /** It held more output for its absent client than allowed: it ends, and cannot be resumed. */
-  private overflowed = false;
   private readonly subscriptions = new Map<string, Subscription>();
   private universal: Subscription[] = [];
   private queue: QueueTask[] = [];
@@ -160,7 +163,7 @@ export class Session implements SubscriptionHost {
     this.current = socket;
     const { settings } = server;
     this.sent = new ResumeLog(settings.resumeMaxMessages, settings.resumeTailBytes);
-    this.mergeBox = new MergeBox((message) => this.output(message), (collection) => server.strategyOf(collection));
+    this.mergeBox = new MergeBox(this, (collection) => server.strategyOf(collection));
     const sessionId = () => this.id;
     this.connection = {
       get id() {
@@ -242,12 +245,13 @@ export class Session implements SubscriptionHost {
   }
 
   private get parked(): boolean {
-    return this.current instanceof ParkedSocket;
+    return this.away !== undefined;
   }
 
   /** Takes `socket` as this session's connection: its messages and its close come here. */
   private attach(socket: DdpSocket): void {
     this.current = socket;
+    this.away = undefined;
     socket.setHandlers({
       message: (text) => this.contained(() => this.receive(text)),
       refused: (reason) => this.contained(() => this.sendError(reason)),
@@ -613,7 +617,7 @@ export class Session implements SubscriptionHost {
       this.end();
       return false;
     }
-    this.server.outputBudget.delete(this.current as ParkedSocket);
+    this.server.outputBudget.delete(this.away!);
     this.server.sessionUnparked(this);
     sessionMetrics.parked.dec();
     clearTimeout(this.graceTimer);
@@ -654,6 +658,7 @@ export class Session implements SubscriptionHost {
   private park(): void {
     const parked = new ParkedSocket(this.current, () => this.sent.heldBytes, () => this.end());
     this.current = parked;
+    this.away = parked;
     this.server.outputBudget.add(parked);
     sessionMetrics.sockets.dec();
     sessionMetrics.parked.inc();
@@ -679,7 +684,7 @@ export class Session implements SubscriptionHost {
     this.queue = [];
     this.queuedBytes = 0;
     if (this.parked) {
-      this.server.outputBudget.delete(this.current as ParkedSocket);
+      this.server.outputBudget.delete(this.away!);
       this.server.sessionUnparked(this);
       sessionMetrics.parked.dec();
     } else {

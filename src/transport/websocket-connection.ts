@@ -50,25 +50,35 @@ function rawDataText(data: RawData): string {
 }
 
 export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
+  // What send() and flush() read for every message and batch, declared first so that it shares the object's first cache lines.
+  private closed = false;
+  private pending: EncodedMessage[] = [];
+  /** Characters of the queued messages (their frames are built at flush). */
+  private pendingBytes = 0;
+  /**
+   * The kernel socket's queue as of our last write. It only drains until our
+   * next write (what ws writes itself, pongs and close frames, is a few bytes),
+   * so it bounds the queue from above: a send checks it, and reads the real one
+   * only when it says the cap may be passed.
+   */
+  private written = 0;
+  private readonly options: WebSocketConnectionOptions;
+  private handlers = NO_HANDLERS;
+  private readonly ws: WebSocket;
+  private readonly socket: Duplex;
+  private readonly gate: OutputGate;
+
   readonly transport: string;
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
   readonly headers: IncomingMessage['headers'];
   /** Upgrades are handed over as the client's own socket, never proxied by us. */
   readonly ownProxies = 0;
-  private handlers = NO_HANDLERS;
-  private pending: EncodedMessage[] = [];
-  /** Characters of the queued messages (their frames are built at flush). */
-  private pendingBytes = 0;
-  private closed = false;
-  private readonly gate: OutputGate;
 
-  constructor(
-    private readonly ws: WebSocket,
-    private readonly socket: Duplex,
-    request: IncomingMessage,
-    private readonly options: WebSocketConnectionOptions,
-  ) {
+  constructor(ws: WebSocket, socket: Duplex, request: IncomingMessage, options: WebSocketConnectionOptions) {
+    this.ws = ws;
+    this.socket = socket;
+    this.options = options;
     this.transport = options.framing === 'raw' ? 'websocket' : 'sockjs-websocket';
     this.remoteAddress = request.socket.remoteAddress;
     this.remotePort = request.socket.remotePort;
@@ -84,7 +94,10 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     ws.on('close', (code) => this.closedByPeer(code));
     // ws reports protocol violations (bad UTF-8, oversized or overly inflating messages) here and then closes.
     ws.on('error', (error) => options.log.debug('websocket error', { error: error.message, remote: this.remoteAddress }));
-    socket.on('drain', () => this.gate.recheck());
+    socket.on('drain', () => {
+      this.written = 0;
+      this.gate.recheck();
+    });
     options.budget.add(this);
     if (options.framing === 'sockjs') socket.write(textFrame('o'));
   }
@@ -120,8 +133,9 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     }
     const first = this.pending.push(message) === 1;
     this.pendingBytes += message.text.length;
-    if (this.socket.writableLength + this.pendingBytes > this.options.maxBufferedBytes) {
-      this.dropSlow(this.socket.writableLength + this.pendingBytes);
+    // `written` first: the kernel socket's own count is two more objects to touch for every message to every subscriber.
+    if (this.written + this.pendingBytes > this.options.maxBufferedBytes && this.bufferedBytes > this.options.maxBufferedBytes) {
+      this.dropSlow(this.bufferedBytes);
       return;
     }
     if (first) scheduleFlush(this);
@@ -143,6 +157,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
       return;
     }
     this.socket.write(bytes);
+    this.written = this.socket.writableLength;
     transportMetrics.messagesSent.inc(messages.length);
     transportMetrics.bytesSent.inc(bytes.length);
     if (compression && variant !== 'plain' && variant !== 'sockjs') {
