@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import WebSocket from 'ws';
 import { EJSON } from '../src/ddp/ejson.js';
-import { CollectionView } from '../src/server/merge-box.js';
+import { Session } from '../src/server/session.js';
 import { FrameReader, httpRequest, openRawWebSocket, SockjsXhrSession, textFrame, type ServerFrame } from '../scripts/fuzz/wire.js';
 import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
 import { exited, SockjsPeer, startPerseid } from './processes.js';
@@ -278,10 +278,10 @@ describe("an exception in one connection's handling", () => {
       server.publish('items', () => items.find());
       server.methods({ add: (n: unknown) => items.insertAsync({ n }) });
     });
-    // A fault in the merge box, injected for the first subscriber the change reaches: bugs cannot be made to order.
-    const original = CollectionView.prototype.added;
+    // A fault in handing a change to a connection, injected for the first subscriber the change reaches: bugs cannot be made to order.
+    const original = Session.prototype.sendEncoded;
     let armed = false;
-    CollectionView.prototype.added = function (this: CollectionView, ...args: Parameters<CollectionView['added']>) {
+    Session.prototype.sendEncoded = function (this: Session, ...args: Parameters<Session['sendEncoded']>) {
       if (armed) {
         armed = false;
         throw new Error('injected fault');
@@ -305,7 +305,7 @@ describe("an exception in one connection's handling", () => {
       await whole!.next((m) => m.msg === 'added');
       for (const peer of [whole!, writer!]) peer.close();
     } finally {
-      CollectionView.prototype.added = original;
+      Session.prototype.sendEncoded = original;
       await t.close();
     }
   });
