@@ -42,9 +42,9 @@ export class ResumeLog {
   /** Characters in the closed chunks. */
   private closedBytes = 0;
   private holding = false;
-  /** The lowest index among `refs` (Infinity: none), so that trimming need not look at them. */
+  /** `refs[0]`'s index (Infinity: none), so that trimming need not look at them. */
   private oldestRef = Infinity;
-  /** Answers to requests: `m:<id>` for a method's result, `s:<id>` for a subscription's nosub, with their count. */
+  /** Answers to requests: `m:<id>` for a method's result, `s:<id>` for a subscription's nosub, with their count, oldest first. */
   private refs: Array<{ ref: string; index: number }> = [];
   /** Messages and characters recorded since the client went away. */
   heldCount = 0;
@@ -59,8 +59,8 @@ export class ResumeLog {
 
   /** The session's `index`th counted message (0-based, perhaps not yet recorded) answers `ref`. */
   answers(ref: string, index: number): void {
-    this.refs.push({ ref, index });
-    if (index < this.oldestRef) this.oldestRef = index;
+    // The session's count only grows, so refs stay in order.
+    if (this.refs.push({ ref, index }) === 1) this.oldestRef = index;
   }
 
   /** One message (while the client is away, or from a transport that writes messages one by one). */
@@ -125,13 +125,14 @@ export class ResumeLog {
     }
     if (head === this.head) return;
     this.head = head;
-    if (head >= 192 && head * 2 >= chunks.length) {
+    // Compacted once 64 dropped chunks (3 entries each) make half the array.
+    if (head >= 64 * 3 && head * 2 >= chunks.length) {
       chunks.splice(0, head);
       this.head = 0;
     }
     if (this.oldestRef < this.first) {
       this.refs = this.refs.filter((entry) => entry.index >= this.first);
-      this.oldestRef = this.refs.reduce((lowest, entry) => Math.min(lowest, entry.index), Infinity);
+      this.oldestRef = this.refs[0]?.index ?? Infinity;
     }
   }
 
