@@ -18,6 +18,13 @@ import { encodeAdded, encodeChanged, encodeRemoved, type EncodedMessage } from '
 import { diffFields, type Fields } from '../reactive/doc-change.js';
 
 export interface Holder {
+  /**
+   * Set by its view: no other holder of the collection to merge with (it is
+   * the only one, or the collection is not merged), so its changes may go to
+   * the connection as they are. Every change goes this way for every
+   * subscriber, and this spares it a look at the view and the other holders.
+   */
+  alone: boolean;
   /** Whether this holder currently publishes the document (as the client was told). */
   has(key: string): boolean;
   /** The fields it publishes for the document. */
@@ -56,17 +63,11 @@ function merged(holders: readonly Holder[], key: string, replace?: Holder, repla
 /** One collection of one connection's merge box: what its holders publish, merged. */
 export class CollectionView {
   private holders: Holder[] = [];
-  /**
-   * The holder when there is only one (the usual case), so a change to a
-   * document nobody else can hold is sent without looking at the others:
-   * every change goes through here for every subscriber.
-   */
-  private sole: Holder | undefined;
 
   constructor(
     readonly name: string,
     readonly strategy: PublicationStrategy,
-    private readonly sink: OutputSink,
+    readonly sink: OutputSink,
   ) {}
 
   get holderCount(): number {
@@ -74,13 +75,18 @@ export class CollectionView {
   }
 
   add(holder: Holder): void {
-    this.holders = [...this.holders, holder];
-    this.sole = this.holders.length === 1 ? holder : undefined;
+    this.setHolders([...this.holders, holder]);
   }
 
   remove(holder: Holder): void {
-    this.holders = this.holders.filter((h) => h !== holder);
-    this.sole = this.holders.length === 1 ? this.holders[0] : undefined;
+    holder.alone = false;
+    this.setHolders(this.holders.filter((h) => h !== holder));
+  }
+
+  private setHolders(holders: Holder[]): void {
+    this.holders = holders;
+    const alone = holders.length === 1 || this.strategy !== 'SERVER_MERGE';
+    for (const holder of holders) holder.alone = alone;
   }
 
   /**
@@ -114,7 +120,7 @@ export class CollectionView {
 
   /** Whether a holder other than `self` publishes `key`. */
   private sharedWith(self: Holder, key: string): boolean {
-    if (this.sole === self || this.strategy !== 'SERVER_MERGE') return false;
+    if (self.alone) return false;
     const holders = this.holders;
     for (let i = 0; i < holders.length; i++) {
       const h = holders[i]!;

@@ -20,7 +20,7 @@ import { withCallSpan } from '../metrics/otel.js';
 import { runInTrace } from '../metrics/trace-scope.js';
 import type { Trace } from '../metrics/trace.js';
 import type { ConnectionHandle } from './connection-handle.js';
-import type { CollectionView, Holder, MergeBox } from './merge-box.js';
+import type { CollectionView, Holder, MergeBox, OutputSink } from './merge-box.js';
 
 export type PublishHandler = (this: Subscription, ...params: unknown[]) => unknown;
 
@@ -37,8 +37,11 @@ export interface SubscriptionHost {
 
 /** One cursor's documents, read from its live query (no copy is kept). */
 class CursorHolder implements Holder, LiveQueryObserver {
+  alone = false;
   query: LiveQuery | undefined;
   readonly view: CollectionView;
+  /** The view's connection, kept here for changes that go straight to it. */
+  private readonly sink: OutputSink;
 
   constructor(
     mergeBox: MergeBox,
@@ -49,6 +52,7 @@ class CursorHolder implements Holder, LiveQueryObserver {
     readonly changeCounter?: ChangeCounter,
   ) {
     this.view = mergeBox.register(collection, this);
+    this.sink = this.view.sink;
   }
 
   attached(query: LiveQuery): void {
@@ -66,7 +70,9 @@ class CursorHolder implements Holder, LiveQueryObserver {
   /** Called by the live query for every subscriber in turn: an exception stays with this connection. */
   onChange(change: DocChange): void {
     try {
-      if (change.kind === 'added') this.view.added(this, change.key, change.after!, change);
+      // What the view would do for a holder alone: send the live query's shared message.
+      if (this.alone) this.sink.sendEncoded(change.message());
+      else if (change.kind === 'added') this.view.added(this, change.key, change.after!, change);
       else if (change.kind === 'changed') this.view.changed(this, change.key, change.before!, change.after!, change);
       else this.view.removed(this, change.key, change.before!, change);
     } catch (error) {
@@ -86,6 +92,7 @@ class CursorHolder implements Holder, LiveQueryObserver {
 
 /** Documents published by hand into one collection; unless history is off, kept to merge and to remove on stop. */
 class ManualHolder implements Holder {
+  alone = false;
   readonly docs = new Map<string, Fields>();
   readonly view: CollectionView;
   readonly tracked: boolean;
