@@ -218,8 +218,9 @@ describe('a cluster of servers', { skip }, () => {
         redisClient.disconnect();
       }
       // The relay, starting to follow the collection, orders every server to re-read it once, on the control channel
-      // that every server hears: wait for that order, and count such orders apart from changes. It can take two of the
-      // relay's 3 s checks (the follower announces the collection at its next check, the relay reads the list at its own).
+      // that every server hears: wait for that order, and count such orders apart from changes. The follower tells the
+      // relay on the bus that it watches the collection, so the order comes within round trips; should that word be
+      // missed, the relay's 3 s checks find the collection (two of them: the follower's announcement, the relay's read).
       await eventually(async () => (await Promise.all(servers.map(async (s) => (await stats(s)).perseid_fanout_resyncs_received_total ?? 0))).every((n) => n >= 1), 'the relay\'s re-read order', 10000);
       const changesReceived = async (s: PerseidProcess) => {
         const figures = await stats(s);

@@ -11,6 +11,9 @@ import { serviceUrl, startService, type RunningService } from '../scripts/servic
 import { Collection } from '../src/collections/collection.js';
 import { openDatabase, type Database } from '../src/collections/database.js';
 import { MemoryBus } from '../src/fanout/bus-memory.js';
+import { MemoryWatchedCollections } from '../src/fanout/watched-collections-memory.js';
+import type { WatchedCollections } from '../src/fanout/watched-collections.js';
+import { MemoryLeases } from '../src/coordination/lease-memory.js';
 import type { Document, FindOptions } from '../src/data/types.js';
 import { EJSON } from '../src/ddp/ejson.js';
 import { dataMetrics } from '../src/data/data-metrics.js';
@@ -306,6 +309,39 @@ describe('a document an upsert inserts, published over fan-out', { skip: targets
       all.stop();
     } finally {
       await database.close();
+      await fresh.drop();
+    }
+  });
+});
+
+describe('the relay, told on the bus that a server watches a new collection', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  it('follows it at once, not at its next check', async () => {
+    const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
+    const bus = new MemoryBus();
+    const watched = new MemoryWatchedCollections(10000);
+    // Checks ten minutes apart: only the word on the bus can make the relay follow within the test.
+    const intervalMs = 600_000;
+    // The relay's first look at the watched set comes once it leads (it reads the set only then).
+    let leading!: () => void;
+    const leads = new Promise<void>((resolve) => (leading = resolve));
+    const relayWatched: WatchedCollections = { announce: (c) => watched.announce(c), list: () => (leading(), watched.list()) };
+    const relay = await openDatabase({ mongoUrl: fresh.url, fanout: { bus, serverId: 'relay', relay: { lease: new MemoryLeases().lease({ name: 'relay', holder: 'relay', ttlMs: 600_000 }), watched: relayWatched, intervalMs } } });
+    // The other server can never lead: its lease table says someone else holds the relay.
+    const elsewhere = new MemoryLeases();
+    await elsewhere.lease({ name: 'relay', holder: 'someone-else', ttlMs: 600_000 }).acquire();
+    const other = await openDatabase({ mongoUrl: fresh.url, fanout: { bus, serverId: 'other', relay: { lease: elsewhere.lease({ name: 'relay', holder: 'other', ttlMs: 600_000 }), watched, intervalMs } } });
+    const outside = new MongoClient(fresh.url);
+    try {
+      await leads;
+      const inbox = new Collection('inbox', { database: other });
+      const seen = await mirror(inbox);
+      await outside.db().collection<{ _id: string; text: string }>('inbox').insertOne({ _id: 'from-the-shell', text: 'hello' });
+      await converges(inbox, seen.docs);
+      assert.deepEqual([...seen.docs.keys()], ['from-the-shell']);
+      seen.stop();
+    } finally {
+      await outside.close();
+      await Promise.all([relay.close(), other.close()]);
       await fresh.drop();
     }
   });

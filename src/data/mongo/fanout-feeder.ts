@@ -10,7 +10,8 @@
  * "d": document, "m": modifier, "r": 1 when relayed from the database} with
  * EJSON values. "s" (op) is a resync of the collection (dropped, or changed in
  * a way nobody saw); it goes on the database's control channel, which every
- * server hears whichever documents it follows.
+ * server hears whichever documents it follows, as does "w": a server has begun
+ * to watch the collection (so the relay follows it now, not at its next check).
  */
 import { parse, stringify } from '../../ddp/ejson.js';
 import { idStringify } from '../../ddp/ids.js';
@@ -24,7 +25,7 @@ import type { ChangeHub } from './change-hub.js';
 interface Wire {
   s: string;
   c: string;
-  o: 'i' | 'u' | 'r' | 's';
+  o: 'i' | 'u' | 'r' | 's' | 'w';
   i?: unknown;
   d?: Document;
   m?: Document;
@@ -33,7 +34,7 @@ interface Wire {
 
 const OPS: Record<ChangeOp, Wire['o']> = { insert: 'i', update: 'u', remove: 'r' };
 const CHANGE_OPS: Record<'i' | 'u' | 'r', ChangeOp> = { i: 'insert', u: 'update', r: 'remove' };
-const WIRE_OPS = { ...CHANGE_OPS, s: 'resync' };
+const WIRE_OPS = { ...CHANGE_OPS, s: 'resync', w: 'watching' };
 
 export interface PublishedChange {
   op: ChangeOp;
@@ -50,6 +51,10 @@ export class FanoutFeeder {
   private readonly unsubscribeControl: () => void;
   /** How this server's own writes begin on the wire (`s` first). */
   private readonly ownPrefix: string;
+  /** Called when this server begins to watch a collection. */
+  onWatchStarted: (collection: string) => void = () => undefined;
+  /** Called when another server says it has begun to watch a collection. */
+  onWatchedElsewhere: () => void = () => undefined;
 
   constructor(
     private readonly hub: ChangeHub,
@@ -63,7 +68,11 @@ export class FanoutFeeder {
     hub.onInterest = (collection, ids) => this.follow(collection, ids);
     hub.onWatchedChange = (collections) => {
       for (const collection of [...this.subscribed.keys()]) if (!collections.has(collection)) this.follow(collection, new Set());
-      for (const collection of collections) if (!this.subscribed.has(collection)) this.follow(collection, 'all');
+      for (const collection of collections) {
+        if (this.subscribed.has(collection)) continue;
+        this.follow(collection, 'all');
+        this.onWatchStarted(collection);
+      }
     };
     hub.ready = async (collection) => {
       await Promise.all([...(this.subscribed.get(collection)?.keys() ?? [])].map((channel) => bus.whenSubscribed(channel)));
@@ -106,6 +115,11 @@ export class FanoutFeeder {
     else this.send({ r: 1, s: this.serverId, c: collection, o: OPS[change.op], i: change.id, d: change.doc, m: change.modifier });
   }
 
+  /** Tells every server that this one now watches `collection` (once it has said so where the relay reads the watched set). */
+  watching(collection: string): void {
+    this.bus.publish(this.controlChannel(), stringify({ s: this.serverId, c: collection, o: 'w' }));
+  }
+
   close(): void {
     this.unsubscribeControl();
     for (const channels of this.subscribed.values()) for (const unsubscribe of channels.values()) unsubscribe();
@@ -131,6 +145,10 @@ export class FanoutFeeder {
     }
     if (typeof wire !== 'object' || wire === null || typeof wire.c !== 'string' || !(wire.o in WIRE_OPS)) {
       this.log.warn('malformed fan-out message; ignored', { message: text.slice(0, 200) });
+      return;
+    }
+    if (wire.o === 'w') {
+      this.onWatchedElsewhere();
       return;
     }
     fanoutMetrics.applied.inc();

@@ -4,6 +4,9 @@
  * database (change streams, oplog or polling) for every collection the cluster
  * watches, and publishes what it sees. When the lease moves to another server,
  * the new relay starts with a resync of each collection (the gap is unknown).
+ * A server that begins to watch a collection says so at once, where the relay
+ * reads the watched set and then on the bus, so the relay follows it within a
+ * round trip rather than at its next check.
  */
 import type { Lease } from '../../coordination/lease.js';
 import type { WatchedCollections } from '../../fanout/watched-collections.js';
@@ -39,12 +42,18 @@ export class Relay {
   constructor(private readonly options: RelayOptions) {}
 
   start(): void {
-    const tick = () => {
-      this.ticking = this.tick().catch((error: unknown) => this.options.log.warn('relay check failed', { error: (error as Error).message }));
-    };
-    tick();
-    this.timer = setInterval(tick, this.options.intervalMs ?? 3000);
+    const { fanout } = this.options;
+    fanout.onWatchStarted = (collection) => this.check().then(() => !this.closed && fanout.watching(collection));
+    fanout.onWatchedElsewhere = () => void (this.leading && this.check());
+    void this.check();
+    this.timer = setInterval(() => void this.check(), this.options.intervalMs ?? 3000);
     this.timer.unref();
+  }
+
+  /** Runs a check after the one under way, if any (checks must not overlap: two could both start leading). */
+  private check(): Promise<void> {
+    this.ticking = this.ticking.then(() => this.tick()).catch((error: unknown) => this.options.log.warn('relay check failed', { error: (error as Error).message }));
+    return this.ticking;
   }
 
   get leading(): boolean {

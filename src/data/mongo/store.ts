@@ -58,7 +58,7 @@ export interface MongoStoreOptions {
    * the bus, and the server holding `relay.lease` relays changes made outside
    * Perseid (followed with `changeSource`).
    */
-  fanout?: { bus: FanoutBus; serverId: string; relay?: { lease: Lease; watched: WatchedCollections } };
+  fanout?: { bus: FanoutBus; serverId: string; relay?: { lease: Lease; watched: WatchedCollections; intervalMs?: number } };
 }
 
 /** A connected client, or a DatabaseUnavailableError that says where it could not connect (a start fails with that, not a driver stack). */
