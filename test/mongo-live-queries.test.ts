@@ -324,7 +324,8 @@ describe('the relay, told on the bus that a server watches a new collection', { 
     // The relay's first look at the watched set comes once it leads (it reads the set only then).
     let leading!: () => void;
     const leads = new Promise<void>((resolve) => (leading = resolve));
-    const relayWatched: WatchedCollections = { announce: (c) => watched.announce(c), list: () => (leading(), watched.list()) };
+    let checks = 0;
+    const relayWatched: WatchedCollections = { announce: (c) => watched.announce(c), list: () => (checks++, leading(), watched.list()) };
     const relay = await openDatabase({ mongoUrl: fresh.url, fanout: { bus, serverId: 'relay', relay: { lease: new MemoryLeases().lease({ name: 'relay', holder: 'relay', ttlMs: 600_000 }), watched: relayWatched, intervalMs } } });
     // The other server can never lead: its lease table says someone else holds the relay.
     const elsewhere = new MemoryLeases();
@@ -339,6 +340,11 @@ describe('the relay, told on the bus that a server watches a new collection', { 
       await converges(inbox, seen.docs);
       assert.deepEqual([...seen.docs.keys()], ['from-the-shell']);
       seen.stop();
+      // A burst of such words (a busy cluster, or someone flooding the bus) costs the relay a check or two, not one each.
+      const before = checks;
+      for (let i = 0; i < 1000; i++) bus.publish(`perseid:${fresh.dbName}:!control`, JSON.stringify({ s: `server-${i}`, c: 'inbox', o: 'w' }));
+      await new Promise((r) => setTimeout(r, 500));
+      assert.ok(checks - before >= 1 && checks - before <= 2, `${checks - before} checks for 1,000 words`);
     } finally {
       await outside.close();
       await Promise.all([relay.close(), other.close()]);

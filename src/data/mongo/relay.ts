@@ -37,6 +37,8 @@ export class Relay {
   private readonly following = new Map<string, () => void>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> = Promise.resolve();
+  /** The check waiting behind the one under way, if one is. */
+  private queued: Promise<void> | undefined;
   private closed = false;
 
   constructor(private readonly options: RelayOptions) {}
@@ -50,10 +52,21 @@ export class Relay {
     this.timer.unref();
   }
 
-  /** Runs a check after the one under way, if any (checks must not overlap: two could both start leading). */
+  /**
+   * Runs a check after the one under way, if any (checks must not overlap: two could both start leading). At most one
+   * waits: those asked for meanwhile are that one, so a burst of words on the bus costs one check, not one each.
+   */
   private check(): Promise<void> {
-    this.ticking = this.ticking.then(() => this.tick()).catch((error: unknown) => this.options.log.warn('relay check failed', { error: (error as Error).message }));
-    return this.ticking;
+    if (this.queued) return this.queued;
+    const queued = this.ticking
+      .then(() => {
+        this.queued = undefined;
+        return this.tick();
+      })
+      .catch((error: unknown) => this.options.log.warn('relay check failed', { error: (error as Error).message }));
+    this.queued = queued;
+    this.ticking = queued;
+    return queued;
   }
 
   get leading(): boolean {
