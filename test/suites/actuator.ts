@@ -5,7 +5,7 @@
  * refuse impossible counts.
  */
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
+import { backendTest } from './backend-test.js';
 import type { Actuator } from '../../src/autoscale/actuator.js';
 import type { ServerEntry } from '../../src/cluster/discovery-store.js';
 import { eventually } from '../processes.js';
@@ -27,15 +27,7 @@ export function entry(id: string, sessions: number, extra: Partial<ServerEntry> 
 }
 
 export function actuatorSuite(make: () => Promise<ActuatorBackend>): void {
-  const run = (title: string, body: (backend: ActuatorBackend) => Promise<void>) =>
-    void it(title, async () => {
-      const backend = await make();
-      try {
-        await body(backend);
-      } finally {
-        await backend.close();
-      }
-    });
+  const run = backendTest(make);
 
   run('reports the count it starts with', async (b) => {
     assert.equal(await b.actuator.current(await b.servers()), b.initial);

@@ -4,7 +4,7 @@
  * shared broker tests and Socket.IO's adapter suite are.
  */
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
+import { backendTest } from './backend-test.js';
 import type { Lease, LeaseOptions } from '../../src/coordination/lease.js';
 import { Random } from '../../src/ddp/random.js';
 
@@ -24,15 +24,7 @@ async function acquireWithin(lease: Lease, withinMs: number): Promise<number> {
 
 export function leaseSuite(make: () => Promise<{ make: MakeLease; close(): Promise<void> }>): void {
   const name = () => `test-${Random.id(6)}`;
-  const run = (title: string, body: (makeLease: MakeLease) => Promise<void>): void =>
-    void it(title, async () => {
-      const backend = await make();
-      try {
-        await body(backend.make);
-      } finally {
-        await backend.close();
-      }
-    });
+  const run = backendTest(make, (backend) => backend.make);
 
   run('gives the lease to one holder and keeps its token while it renews', async (lease) => {
     const n = name();

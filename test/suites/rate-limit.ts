@@ -4,7 +4,7 @@
  * store (test/rate-limit.test.ts).
  */
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
+import { backendTest } from './backend-test.js';
 import type { RateLimitStore, RuleWindow } from '../../src/rate-limit/rate-limit.js';
 import { RateLimiter, type RateLimitInput } from '../../src/rate-limit/rate-limiter.js';
 import { Random } from '../../src/ddp/random.js';
@@ -21,15 +21,7 @@ const input = (over: Partial<RateLimitInput> = {}): RateLimitInput => ({
 });
 
 export function rateLimitSuite(make: MakeStore): void {
-  const run = (title: string, body: (store: RateLimitStore) => Promise<void>): void =>
-    void it(title, async () => {
-      const backend = await make();
-      try {
-        await body(backend.store);
-      } finally {
-        await backend.close();
-      }
-    });
+  const run = backendTest(make, (backend) => backend.store);
   const rule = (intervalMs: number, createdAt = Date.now()): RuleWindow => ({ id: `r-${Random.id(8)}`, intervalMs, createdAt });
 
   run('counts per bucket within a window and restarts every bucket when it ends', async (store) => {

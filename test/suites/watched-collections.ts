@@ -3,22 +3,14 @@
  * written once and run against each (test/watched-collections.test.ts).
  */
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
+import { backendTest } from './backend-test.js';
 import type { WatchedCollections } from '../../src/fanout/watched-collections.js';
 
 /** Makes a set with the given time to live; sets made by one factory are separate. */
 export type MakeWatched = (ttlMs: number) => WatchedCollections;
 
 export function watchedCollectionsSuite(make: () => Promise<{ make: MakeWatched; close(): Promise<void> }>): void {
-  const run = (title: string, body: (makeWatched: MakeWatched) => Promise<void>): void =>
-    void it(title, async () => {
-      const backend = await make();
-      try {
-        await body(backend.make);
-      } finally {
-        await backend.close();
-      }
-    });
+  const run = backendTest(make, (backend) => backend.make);
 
   run('lists what any server announced, each name once', async (make) => {
     const watched = make(10000);
