@@ -560,6 +560,25 @@ describe('publications', () => {
     peer.close();
   });
 
+  it('sends a document that arrives while two identical subscriptions hold the query once, and its changes once', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'a', name: 'byColor', params: ['red'] });
+    await peer.next((m) => m.msg === 'ready');
+    peer.send({ msg: 'sub', id: 'b', name: 'byColor', params: ['red'] });
+    await peer.next((m) => m.msg === 'ready');
+    const from = peer.received.length;
+    await peer.call('n1', 'add', [{ _id: 'late', color: 'red', name: 'late' }]);
+    await peer.call('n2', 'set', ['late', { name: 'later' }]);
+    await items.removeAsync('late');
+    await peer.next((m) => m.msg === 'removed' && m.id === 'late');
+    assert.deepEqual(peer.received.slice(from).filter((m) => m.id === 'late'), [
+      { msg: 'added', collection: 'pubitems', id: 'late', fields: { color: 'red', name: 'late' } },
+      { msg: 'changed', collection: 'pubitems', id: 'late', fields: { name: 'later' } },
+      { msg: 'removed', collection: 'pubitems', id: 'late' },
+    ]);
+    peer.close();
+  });
+
 });
 
 describe('login', () => {

@@ -176,10 +176,6 @@ export class LiveQuery {
     return this.observers.length;
   }
 
-  has(key: string): boolean {
-    return this.published.has(key);
-  }
-
   /** Published fields of a document, for merge boxes that combine several queries. */
   fields(key: string): Fields | undefined {
     return this.published.get(key)?.fields;

@@ -59,10 +59,6 @@ class CursorHolder implements Holder, LiveQueryObserver {
     this.query = query;
   }
 
-  has(key: string): boolean {
-    return this.query !== undefined && this.query.has(key);
-  }
-
   fields(key: string): Fields | undefined {
     return this.query?.fields(key);
   }
@@ -74,7 +70,7 @@ class CursorHolder implements Holder, LiveQueryObserver {
       if (this.alone) this.sink.sendEncoded(change.message());
       else if (change.kind === 'added') this.view.added(this, change.key, change.after!, change);
       else if (change.kind === 'changed') this.view.changed(this, change.key, change.before!, change.after!, change);
-      else this.view.removed(this, change.key, change.before!, change);
+      else this.view.removed(this, change.key, change);
     } catch (error) {
       this.failed(error);
     }
@@ -100,10 +96,6 @@ class ManualHolder implements Holder {
   constructor(mergeBox: MergeBox, collection: string) {
     this.view = mergeBox.register(collection, this);
     this.tracked = this.view.strategy !== 'NO_MERGE_NO_HISTORY';
-  }
-
-  has(key: string): boolean {
-    return this.docs.has(key);
   }
 
   fields(key: string): Fields | undefined {
@@ -291,10 +283,8 @@ export class Subscription {
       this.host.sendEncoded(this.counted('removed', encodeRemoved(collection, key)));
       return;
     }
-    const before = holder.docs.get(key);
-    if (!before) return;
-    holder.docs.delete(key);
-    holder.view.removed(holder, key, before);
+    if (!holder.docs.delete(key)) return;
+    holder.view.removed(holder, key);
     if (this.counter) this.counted('removed', encodeRemoved(collection, key));
   }
 
@@ -360,7 +350,7 @@ export class Subscription {
     const { mergeBox } = this.host;
     for (const holder of [...this.cursorHolders, ...this.manual.values()]) {
       if (removeDocuments && holder.view.strategy !== 'NO_MERGE_NO_HISTORY') {
-        holder.forEach((key, fields) => holder.view.removed(holder, key, fields));
+        holder.forEach((key) => holder.view.removed(holder, key));
       }
       mergeBox.unregister(holder.view, holder);
     }

@@ -1,0 +1,137 @@
+/**
+ * The merge box against a model: holders tell a collection view of documents
+ * in any order, and after every step the client's copy (the view's messages
+ * applied in turn) must be the union by precedence of what each holder told,
+ * with `added` and `removed` exactly when the first holder comes and the last
+ * goes. Holders here keep their own documents, as the low-level publication
+ * API's do; cursors sharing a live query are covered over the wire
+ * (protocol.test.ts).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { EncodedMessage } from '../src/ddp/encoded.js';
+import type { Fields } from '../src/reactive/doc-change.js';
+import { MergeBox, type CollectionView, type Holder } from '../src/server/merge-box.js';
+
+class TestHolder implements Holder {
+  alone = false;
+  readonly docs = new Map<string, Fields>();
+  readonly view: CollectionView;
+  constructor(box: MergeBox) {
+    this.view = box.register('things', this);
+  }
+  fields(key: string): Fields | undefined {
+    return this.docs.get(key);
+  }
+  forEach(callback: (key: string, fields: Fields) => void): void {
+    for (const [key, fields] of this.docs) callback(key, fields);
+  }
+  set(key: string, fields: Fields): void {
+    const before = this.docs.get(key);
+    this.docs.set(key, fields);
+    if (before) this.view.changed(this, key, before, fields);
+    else this.view.added(this, key, fields);
+  }
+  delete(key: string): void {
+    if (this.docs.delete(key)) this.view.removed(this, key);
+  }
+}
+
+/** What a DDP client holds after applying the messages. */
+class ClientCopy {
+  readonly docs = new Map<string, Fields>();
+  readonly messages: Array<Record<string, unknown>> = [];
+  sendEncoded(message: EncodedMessage): void {
+    const m = JSON.parse(message.text) as { msg: string; id: string; fields?: Fields; cleared?: string[] };
+    this.messages.push(m);
+    if (m.msg === 'added') {
+      assert.ok(!this.docs.has(m.id), `added twice: ${m.id}`);
+      this.docs.set(m.id, { ...m.fields });
+    } else if (m.msg === 'changed') {
+      const doc = this.docs.get(m.id);
+      assert.ok(doc, `changed before added: ${m.id}`);
+      Object.assign(doc, m.fields);
+      for (const name of m.cleared ?? []) delete doc[name];
+    } else {
+      assert.ok(this.docs.delete(m.id), `removed unknown: ${m.id}`);
+    }
+  }
+}
+
+/** The union by precedence (earliest registered first) of what live holders publish. */
+function expected(holders: TestHolder[]): Map<string, Fields> {
+  const out = new Map<string, Fields>();
+  for (const holder of holders) {
+    for (const [key, fields] of holder.docs) {
+      const doc = out.get(key) ?? {};
+      for (const name in fields) if (!(name in doc)) doc[name] = fields[name];
+      out.set(key, doc);
+    }
+  }
+  return out;
+}
+
+/** A small deterministic generator (mulberry32), so a failure names a seed that reproduces it. */
+function random(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('the merge box', () => {
+  it('unites fields by precedence whatever order holders tell it in, and hands a field on when its holder leaves', () => {
+    const client = new ClientCopy();
+    const box = new MergeBox(client, () => 'SERVER_MERGE');
+    const [a, b, c] = [new TestHolder(box), new TestHolder(box), new TestHolder(box)];
+    c!.set('d', { y: 3, z: 3 });
+    b!.set('d', { x: 2, y: 2 });
+    a!.set('d', { x: 1 });
+    assert.deepEqual(client.docs.get('d'), { x: 1, y: 2, z: 3 });
+    b!.set('d', { x: 9, y: 2 });
+    assert.equal(client.messages.length, 3, 'a change to a field an earlier holder wins sends nothing');
+    a!.delete('d');
+    assert.deepEqual(client.docs.get('d'), { x: 9, y: 2, z: 3 });
+    b!.delete('d');
+    assert.deepEqual(client.docs.get('d'), { y: 3, z: 3 });
+    c!.delete('d');
+    assert.equal(client.docs.size, 0);
+    assert.deepEqual(
+      client.messages.map((m) => m.msg),
+      ['added', 'changed', 'changed', 'changed', 'changed', 'removed'],
+    );
+  });
+
+  it('matches the model over 20,000 random steps of holders coming, going, adding, changing and removing', () => {
+    for (const seed of [1, 2, 3, 4]) {
+      const next = random(seed);
+      const pick = <T>(items: T[]): T => items[Math.floor(next() * items.length)]!;
+      const client = new ClientCopy();
+      const box = new MergeBox(client, () => 'SERVER_MERGE');
+      let holders: TestHolder[] = [new TestHolder(box)];
+      for (let step = 0; step < 5000; step++) {
+        const roll = next();
+        if (roll < 0.05 && holders.length < 6) holders.push(new TestHolder(box));
+        else if (roll < 0.1 && holders.length > 1) {
+          const leaving = pick(holders);
+          for (const key of [...leaving.docs.keys()]) leaving.delete(key);
+          box.unregister(leaving.view, leaving);
+          holders = holders.filter((h) => h !== leaving);
+        } else {
+          const holder = pick(holders);
+          const key = pick(['a', 'b', 'c', 'd']);
+          if (roll < 0.3) holder.delete(key);
+          else {
+            const fields: Fields = {};
+            for (const name of ['x', 'y', 'z']) if (next() < 0.6) fields[name] = Math.floor(next() * 3);
+            holder.set(key, fields);
+          }
+        }
+        assert.deepEqual(client.docs, expected(holders), `seed ${seed}, step ${step}`);
+      }
+    }
+  });
+});
