@@ -261,6 +261,79 @@ describe('frames and bodies beyond the limits', () => {
     await bystanderWorks();
   });
 
+  /** A SockJS session over WebSocket that has connected; `messages` collects the DDP messages it receives. */
+  async function sockjsWebSocket(): Promise<{ ws: WebSocket; messages: Message[]; closed: Promise<[number, string]> }> {
+    const ws = new WebSocket(`ws://127.0.0.1:${t.port}/sockjs/1/${Math.random().toString(36).slice(2)}/websocket`);
+    const messages: Message[] = [];
+    let closedFrame: (frame: [number, string]) => void = () => undefined;
+    const closed = new Promise<[number, string]>((resolve) => (closedFrame = resolve));
+    ws.on('message', (data) => {
+      const frame = String(data);
+      if (frame.startsWith('a')) for (const text of JSON.parse(frame.slice(1)) as string[]) messages.push(JSON.parse(text) as Message);
+      if (frame.startsWith('c')) closedFrame(JSON.parse(frame.slice(1)) as [number, string]);
+    });
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    ws.send(JSON.stringify([JSON.stringify({ msg: 'connect', version: '1', support: ['1'] })]));
+    while (!messages.some((m) => m.msg === 'connected')) await new Promise((r) => setTimeout(r, 5));
+    return { ws, messages, closed };
+  }
+
+  it('hands on a SockJS frame of 5,000 messages in order, a slice per turn', async () => {
+    const { ws, messages } = await sockjsWebSocket();
+    const frame = Array.from({ length: 5000 }, (_, i) => JSON.stringify({ msg: 'ping', id: String(i) }));
+    frame.push(JSON.stringify({ msg: 'method', id: 'last', method: 'echo', params: ['after'] }));
+    ws.send(JSON.stringify(frame));
+    while (!messages.some((m) => m.msg === 'result')) await new Promise((r) => setTimeout(r, 10));
+    const pongs = messages.filter((m) => m.msg === 'pong').map((m) => Number(m.id));
+    assert.deepEqual(pongs, Array.from({ length: 5000 }, (_, i) => i));
+    assert.deepEqual(messages.find((m) => m.msg === 'result'), { msg: 'result', id: 'last', result: 'after' });
+    assert.equal(ws.readyState, WebSocket.OPEN);
+    ws.close();
+  });
+
+  it('drops a client whose one frame packs more messages than may wait (250,000 in 1 MB), without holding up the rest', async () => {
+    const { ws, messages, closed } = await sockjsWebSocket();
+    const bystander = await RawPeer.connected(t.wsUrl);
+    const latencies: number[] = [];
+    let done = false;
+    const pinging = (async () => {
+      for (let i = 0; !done && i < 200; i++) {
+        const started = performance.now();
+        bystander.send({ msg: 'ping', id: `b${i}` });
+        await bystander.next((m) => m.msg === 'pong' && m.id === `b${i}`);
+        latencies.push(performance.now() - started);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 50));
+    ws.send(JSON.stringify(new Array<string>(250_000).fill('x')));
+    assert.equal((await closed)[0], 3000);
+    done = true;
+    await pinging;
+    const errors = messages.filter((m) => m.msg === 'error').map((m) => m.reason);
+    assert.ok(errors.length <= 1001, `${errors.length} error replies`);
+    assert.equal(errors.at(-1), 'Too many messages waiting to run');
+    assert.ok(Math.max(...latencies) < 1000, `the bystander's pings were answered within a second throughout (worst ${Math.round(Math.max(...latencies))} ms)`);
+    bystander.close();
+  });
+
+  it('hands on an xhr_send body of 5,000 messages in order', async () => {
+    const session = await SockjsXhrSession.open(t.port);
+    const body = [JSON.stringify({ msg: 'connect', version: '1', support: ['1'] })];
+    for (let i = 0; i < 5000; i++) body.push(JSON.stringify({ msg: 'ping', id: String(i) }));
+    assert.equal((await session.send(body)).status, 204);
+    const received: Message[] = [];
+    while (received.filter((m) => m.msg === 'pong').length < 5000) {
+      const { messages, closed } = await session.poll();
+      assert.equal(closed, undefined);
+      received.push(...messages.map((text) => JSON.parse(text) as Message));
+    }
+    assert.deepEqual(
+      received.filter((m) => m.msg === 'pong').map((m) => Number(m.id)),
+      Array.from({ length: 5000 }, (_, i) => i),
+    );
+  });
+
   it('closes a SockJS xhr session whose messages are not strings, and nothing else', async () => {
     const session = await SockjsXhrSession.open(t.port);
     const sent = await session.send('[[1],{"msg":"connect"}]');

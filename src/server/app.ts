@@ -192,6 +192,7 @@ export class PerseidServer implements SessionServer {
     this.transport = new TransportEndpoint(
       {
         maxMessageSize,
+        maxQueuedMessages,
         compression,
         maxBufferedBytes: options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES,
         maxTotalBufferedBytes: options.maxTotalBufferedBytes ?? defaultTotalBufferedBytes(),

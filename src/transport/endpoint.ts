@@ -32,6 +32,8 @@ export interface TransportOptions {
    * and a message in them above the limit gets a DDP error.
    */
   maxMessageSize: number;
+  /** Messages one connection may have waiting (the session's queue limit; also bounds a SockJS frame's or body's). */
+  maxQueuedMessages: number;
   /** permessage-deflate settings, or false to not offer compression. */
   compression: CompressionOptions | false;
   /** Outgoing bytes a client may leave unread before it is dropped. */
@@ -123,6 +125,7 @@ export class TransportEndpoint {
       this.onConnection(
         new SockjsConnection(conn, {
           maxMessageSize: options.maxMessageSize,
+          maxQueuedMessages: options.maxQueuedMessages,
           maxBufferedBytes: options.maxBufferedBytes,
           outputHighWater: outputHighWater(options.maxBufferedBytes),
           budget: this.budget,
@@ -177,6 +180,7 @@ export class TransportEndpoint {
         variant,
         compression: this.options.compression || undefined,
         maxMessageSize: this.options.maxMessageSize,
+        maxQueuedMessages: this.options.maxQueuedMessages,
         maxBufferedBytes: this.options.maxBufferedBytes,
         outputHighWater: outputHighWater(this.options.maxBufferedBytes),
         budget: this.budget,

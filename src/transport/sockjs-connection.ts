@@ -14,6 +14,7 @@ import { ProtocolErrors } from '../ddp/messages.js';
 import type { Logger } from '../log.js';
 import type { BudgetMember, OutputBudget } from './output-budget.js';
 import { OutputGate, type GateOutcome } from './output-gate.js';
+import { MessagePacer } from './message-pacer.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
 import { messageBytes } from '../metrics/message-size.js';
 import { transportMetrics } from './transport-metrics.js';
@@ -21,6 +22,8 @@ import { BROKEN_FRAMING, INTERNAL_ERROR } from './websocket-connection.js';
 
 export interface SockjsConnectionOptions {
   maxMessageSize: number;
+  /** Messages of `xhr_send` bodies that may wait to be handed on (the session's queue limit). */
+  maxQueuedMessages: number;
   maxBufferedBytes: number;
   outputHighWater: number;
   budget: OutputBudget;
@@ -52,6 +55,8 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
   /** Characters written into the session's buffer since it was last empty. */
   private queued = 0;
   private readonly gate: OutputGate;
+  /** The messages of a body, handed on a slice per turn (HTTP has no reading to pause). */
+  private readonly pacer: MessagePacer;
 
   constructor(
     private readonly conn: Connection,
@@ -63,6 +68,16 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
     this.headers = conn.headers;
     this.ownProxies = options.ownProxies;
     this.gate = new OutputGate(() => this.bufferedBytes, options.outputHighWater, POLL_MS);
+    this.pacer = new MessagePacer({
+      deliver: (text) => this.deliver(text),
+      backlogged: () => undefined,
+      overflow: () => {
+        options.log.warn('dropping a client that sends faster than it can be served', { remote: this.remoteAddress, transport: this.transport });
+        this.handlers?.refused(ProtocolErrors.tooManyWaiting());
+        this.close();
+      },
+      maxWaiting: options.maxQueuedMessages,
+    });
     // sockjs calls this from its request handlers: an exception here would escape them.
     conn.on('data', (text: unknown) => {
       try {
@@ -136,6 +151,7 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
   close(code = 3000, reason = 'Go away!'): void {
     if (this.closed) return;
     this.closed = true;
+    this.pacer.clear();
     this.gate.close();
     this.options.budget.delete(this);
     // The close frame carries the code as given: a number, as the SockJS protocol has it (the typings say string).
@@ -165,9 +181,19 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
       this.close(BROKEN_FRAMING.code, BROKEN_FRAMING.reason);
       return;
     }
-    const bytes = Buffer.byteLength(text);
-    if (bytes > this.options.maxMessageSize) this.handlers.refused(ProtocolErrors.messageTooLarge({ bytes, limit: this.options.maxMessageSize }));
-    else this.handlers.message(text);
+    this.pacer.push(text);
+  }
+
+  /** One message of a body, in its turn. */
+  private deliver(text: string): void {
+    if (!this.handlers || this.closed) return;
+    try {
+      const bytes = Buffer.byteLength(text);
+      if (bytes > this.options.maxMessageSize) this.handlers.refused(ProtocolErrors.messageTooLarge({ bytes, limit: this.options.maxMessageSize }));
+      else this.handlers.message(text);
+    } catch (error) {
+      this.failed(error);
+    }
   }
 
   private failed(error: unknown): void {

@@ -20,6 +20,7 @@ import { BatchCache, scheduleFlush, type Flushable } from './flush.js';
 import { frameFor, textFrame, type CompressionOptions, type FrameVariant } from './frames.js';
 import type { BudgetMember, OutputBudget } from './output-budget.js';
 import { OutputGate, type GateOutcome } from './output-gate.js';
+import { MessagePacer } from './message-pacer.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
 import { messageBytes } from '../metrics/message-size.js';
 import { transportMetrics } from './transport-metrics.js';
@@ -29,6 +30,8 @@ export interface WebSocketConnectionOptions {
   variant: FrameVariant;
   compression: CompressionOptions | undefined;
   maxMessageSize: number;
+  /** Messages of SockJS frames that may wait to be handed on (the session's queue limit). */
+  maxQueuedMessages: number;
   /** Outgoing bytes a client may leave unread before it is dropped as too slow. */
   maxBufferedBytes: number;
   /** Unread bytes at which the session stops building replies for this client until it reads. */
@@ -67,6 +70,10 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
   private readonly ws: WebSocket;
   private readonly socket: Duplex;
   private readonly gate: OutputGate;
+  /** A SockJS frame's messages, handed on a slice per turn; reading waits meanwhile. */
+  private readonly pacer: MessagePacer;
+  /** Reading paused at the session's request (it may also be paused while the pacer holds messages). */
+  private readingPaused = false;
 
   readonly transport: string;
   readonly remoteAddress: string | undefined;
@@ -84,6 +91,15 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     this.remotePort = request.socket.remotePort;
     this.headers = request.headers;
     this.gate = new OutputGate(() => this.bufferedBytes, options.outputHighWater);
+    this.pacer = new MessagePacer({
+      deliver: (text) => this.deliver(text),
+      backlogged: (waiting) => {
+        if (waiting) this.ws.pause();
+        else if (!this.readingPaused) this.ws.resume();
+      },
+      overflow: () => this.overflowed(),
+      maxWaiting: options.maxQueuedMessages,
+    });
     ws.on('message', (data, isBinary) => {
       try {
         this.receive(data, isBinary);
@@ -177,6 +193,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     if (this.closed) return;
     this.handOver();
     this.closed = true;
+    this.pacer.clear();
     this.gate.close();
     this.options.budget.delete(this);
     this.ws.close(INTERNAL_ERROR.code, INTERNAL_ERROR.reason);
@@ -192,6 +209,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     this.flush(new BatchCache());
     if (this.closed) return; // dropped by that flush
     this.closed = true;
+    this.pacer.clear();
     this.gate.close();
     this.options.budget.delete(this);
     if (this.options.framing === 'sockjs') {
@@ -207,11 +225,13 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
   }
 
   pause(): void {
+    this.readingPaused = true;
     this.ws.pause();
   }
 
   resume(): void {
-    this.ws.resume();
+    this.readingPaused = false;
+    if (!this.pacer.waiting) this.ws.resume();
   }
 
   private dropSlow(buffered: number): void {
@@ -232,6 +252,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
 
   private drop(): void {
     this.closed = true;
+    this.pacer.clear();
     this.handOver();
     this.gate.close();
     this.options.budget.delete(this);
@@ -260,14 +281,28 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
       return;
     }
     const messages = Array.isArray(payload) ? payload : [payload];
-    for (const message of messages) {
-      if (typeof message !== 'string') {
-        this.close(BROKEN_FRAMING.code, BROKEN_FRAMING.reason);
-        return;
-      }
+    if (!messages.every((message) => typeof message === 'string')) {
+      this.close(BROKEN_FRAMING.code, BROKEN_FRAMING.reason);
+      return;
+    }
+    for (const message of messages) this.pacer.push(message);
+  }
+
+  private overflowed(): void {
+    this.options.log.warn('dropping a client that sends faster than it can be served', { remote: this.remoteAddress, transport: this.transport });
+    this.handlers.refused(ProtocolErrors.tooManyWaiting());
+    this.close();
+  }
+
+  /** One message of a SockJS frame, in its turn. */
+  private deliver(message: string): void {
+    if (this.closed) return;
+    try {
       const bytes = Buffer.byteLength(message);
       if (bytes > this.options.maxMessageSize) this.handlers.refused(ProtocolErrors.messageTooLarge({ bytes, limit: this.options.maxMessageSize }));
       else this.handlers.message(message);
+    } catch (error) {
+      this.failed(error);
     }
   }
 
@@ -275,6 +310,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     // 1006: no close frame came (the network or the client process went away); ours when this side closed first.
     const abrupt = !this.closed && code === 1006;
     this.closed = true;
+    this.pacer.clear();
     this.gate.close();
     this.options.budget.delete(this);
     this.handOver();
