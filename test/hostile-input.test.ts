@@ -344,6 +344,31 @@ describe('frames and bodies beyond the limits', () => {
   });
 });
 
+describe('SockJS polling sessions turned away', () => {
+  it('are forgotten two seconds after they close, not the minute sockjs keeps a session for', async () => {
+    const t = await startServer(() => undefined, { maxConnectionsPerAddress: 1 });
+    try {
+      await SockjsXhrSession.open(t.port);
+      const refused = await SockjsXhrSession.open(t.port);
+      const received: string[] = [];
+      let closed: [number, string] | undefined;
+      for (let i = 0; i < 3 && !closed; i++) {
+        const polled = await refused.poll();
+        received.push(...polled.messages);
+        closed = polled.closed;
+      }
+      assert.match(received.join(), /Too many connections from your address/);
+      assert.ok(closed, 'the client is told the session is closed');
+      await new Promise((r) => setTimeout(r, 2500));
+      // A request to a forgotten session opens a new one ('o'); a remembered one answers its close frame again ('c').
+      const again = await httpRequest(t.port, 'POST', `${refused.base}/xhr`, '');
+      assert.match(again.body, /^o/);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("an exception in one connection's handling", () => {
   it('closes that connection only: the server and the other subscribers carry on', async () => {
     const t = await startServer((server, { collection }) => {

@@ -39,7 +39,18 @@ interface SockjsSession {
   send_buffer: string[];
   recv?: { response?: { writableLength?: number } | null } | null;
   didTimeout?(): void;
+  /** How long it outlives its last request (set from the server's disconnect_delay). */
+  disconnect_delay: number;
+  to_tref: ReturnType<typeof setTimeout> | null;
+  timeout_cb(): void;
 }
+
+/**
+ * How long a closed polling session waits for its client to collect the close
+ * frame. sockjs keeps it disconnect_delay (60 s) otherwise: a flood of sessions
+ * refused over the per-address limit held a gigabyte that way.
+ */
+const CLOSED_LINGER_MS = 2000;
 
 /** Polling transports have no drain event: a waiting session looks again this often. */
 const POLL_MS = 50;
@@ -154,8 +165,15 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
     this.pacer.clear();
     this.gate.close();
     this.options.budget.delete(this);
+    const session = this.session;
+    if (session) session.disconnect_delay = CLOSED_LINGER_MS;
     // The close frame carries the code as given: a number, as the SockJS protocol has it (the typings say string).
     this.conn.close(code as unknown as string, reason);
+    // No request waits: the timer set when the last one ended still counts the old delay.
+    if (session && !session.recv && session.to_tref && session.readyState !== 3) {
+      clearTimeout(session.to_tref);
+      session.to_tref = setTimeout(session.timeout_cb, CLOSED_LINGER_MS);
+    }
   }
 
   terminate(): void {
