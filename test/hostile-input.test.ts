@@ -344,6 +344,32 @@ describe('frames and bodies beyond the limits', () => {
   });
 });
 
+describe('calls with very many arguments', () => {
+  it('refuses 200,000 arguments to a method or a publication with a 400, and runs 10,000', async () => {
+    const t = await startServer((server) => {
+      server.methods({ count: (...args: unknown[]) => args.length });
+      server.publish('count', function (...args: unknown[]) {
+        this.added('counts', 'n', { n: args.length });
+        this.ready();
+      });
+    });
+    try {
+      const peer = await RawPeer.connected(t.wsUrl);
+      const many = new Array<number>(200_000).fill(0);
+      const refused = (await peer.call('m1', 'count', many)).result.error as Message;
+      assert.deepEqual([refused.error, refused.reason], [400, 'Too many arguments (200000; the limit is 10000)']);
+      assert.equal((await peer.call('m2', 'count', many.slice(0, 10_000))).result.result, 10_000);
+      peer.send({ msg: 'sub', id: 's1', name: 'count', params: many });
+      assert.equal(((await peer.next((m) => m.msg === 'nosub')).error as Message).error, 400);
+      peer.send({ msg: 'sub', id: 's2', name: 'count', params: many.slice(0, 10_000) });
+      assert.deepEqual((await peer.next((m) => m.msg === 'added')).fields, { n: 10_000 });
+      peer.close();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('SockJS polling sessions turned away', () => {
   it('are forgotten two seconds after they close, not the minute sockjs keeps a session for', async () => {
     const t = await startServer(() => undefined, { maxConnectionsPerAddress: 1 });

@@ -78,6 +78,13 @@ export interface SessionSettings {
 /** A subscription beyond the connection's limit. */
 const TOO_MANY_SUBSCRIPTIONS = defineError('TOO_MANY_SUBSCRIPTIONS', 429, 'Too many subscriptions on one connection (the limit is {limit})', ['nosub']);
 
+/**
+ * Arguments a method or publication may be called with: they are spread into
+ * the handler's call, and a spread of about 120,000 overflows the stack.
+ */
+const MAX_PARAMS = 10_000;
+const TOO_MANY_PARAMS = defineError('TOO_MANY_PARAMS', 400, 'Too many arguments ({count}; the limit is {limit})', ['result', 'nosub']);
+
 /** A backlog yields to other connections after this long, so one client's pipeline cannot starve the rest. */
 const SLICE_MS = 5;
 
@@ -492,8 +499,9 @@ export class Session implements SubscriptionHost {
 
   private async callMethod(message: MethodMessage, unblock: () => void, arrived: number): Promise<void> {
     const handler = this.server.method(message.method);
-    if (!handler) {
-      this.send({ msg: 'result', id: message.id, error: Errors.methodNotFound({ name: message.method }).toJSON() });
+    if (!handler || message.params.length > MAX_PARAMS) {
+      const error = handler ? TOO_MANY_PARAMS({ count: message.params.length, limit: MAX_PARAMS }) : Errors.methodNotFound({ name: message.method });
+      this.send({ msg: 'result', id: message.id, error: error.toJSON() });
       this.send({ msg: 'updated', methods: [message.id] });
       return;
     }
@@ -541,6 +549,10 @@ export class Session implements SubscriptionHost {
     const handler = this.server.publication(message.name);
     if (!handler) {
       this.send({ msg: 'nosub', id: message.id, error: Errors.subscriptionNotFound({ name: message.name }).toJSON() });
+      return;
+    }
+    if (message.params.length > MAX_PARAMS) {
+      this.send({ msg: 'nosub', id: message.id, error: TOO_MANY_PARAMS({ count: message.params.length, limit: MAX_PARAMS }).toJSON() });
       return;
     }
     try {
