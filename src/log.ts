@@ -31,10 +31,18 @@ export function setLogSink(write: (line: string) => void): void {
   sink = write;
 }
 
+/** A field is cut past this many characters: a client's oversized input quoted in an error must not make the line as long. */
+const MAX_VALUE_CHARS = 4000;
+
+function clipped(text: string): string {
+  return text.length <= MAX_VALUE_CHARS ? text : `${text.slice(0, MAX_VALUE_CHARS)}... (${text.length - MAX_VALUE_CHARS} more characters)`;
+}
+
 function formatValue(value: unknown): string {
-  if (value instanceof Error) return JSON.stringify(value.stack ?? value.message);
+  if (value instanceof Error) return JSON.stringify(clipped(value.stack ?? value.message));
   const text = typeof value === 'string' ? value : JSON.stringify(value);
-  return text !== undefined && /^[\w.:/@+-]+$/.test(text) ? text : JSON.stringify(text ?? String(value));
+  if (text === undefined) return JSON.stringify(String(value));
+  return /^[\w.:/@+-]+$/.test(text) && text.length <= MAX_VALUE_CHARS ? text : JSON.stringify(clipped(text));
 }
 
 function write(level: LogLevel, component: string, message: string, fields?: Record<string, unknown>): void {

@@ -109,6 +109,11 @@ describe('accounts: passwords and users (embedded store)', () => {
     assert.deepEqual(errorOf(await call(peer, 'login', { user: { username: 'ada' }, password: { digest: 'short', algorithm: 'sha-256' } })), matchFailed);
     assert.deepEqual(errorOf(await call(peer, 'login', { user: { username: 'ada' }, password: 'x'.repeat(257) })), matchFailed);
     assert.deepEqual(errorOf(await call(peer, 'login', 'not an object')), matchFailed);
+    // Names longer than 256 characters never become a lookup (100,000 made a regular expression too large to compile).
+    assert.deepEqual(errorOf(await call(peer, 'login', { user: { username: 'z'.repeat(100_000) }, password: digest('x') })), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'login', { user: { email: `${'z'.repeat(300)}@example.com` }, password: digest('x') })), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'createUser', { username: 'z'.repeat(257), password: digest('x') })), matchFailed);
+    assert.deepEqual(errorOf(await call(peer, 'forgotPassword', { email: `${'z'.repeat(300)}@example.com` })), matchFailed);
     // Query operators where strings belong never reach a selector.
     assert.deepEqual(errorOf(await call(peer, 'login', { user: { username: { $ne: null } }, password: digest('x') })), matchFailed);
     assert.deepEqual(errorOf(await call(peer, 'login', { resume: { $ne: null } })), matchFailed);

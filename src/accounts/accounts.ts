@@ -18,7 +18,7 @@ import type { Subscription } from '../server/subscription.js';
 import { check, Match, type Pattern } from '../validation/check.js';
 import { EmailTokens, hashEmailToken } from './email-tokens.js';
 import { AccountsErrors, credentialsError, invalidLoginToken, notLoggedIn } from './errors.js';
-import { runLoginHandlers, passwordMatches, type LoginContext, type LoginResult } from './login-handlers.js';
+import { Identifier, runLoginHandlers, passwordMatches, type LoginContext, type LoginResult } from './login-handlers.js';
 import { LoginSessions } from './login-sessions.js';
 import { logMailer, smtpMailer, type Mailer } from './mailer.js';
 import { DEFAULT_BCRYPT_ROUNDS, hasPassword, METEOR_ARGON2, PasswordHasher, passwordPattern, type Argon2Params, type PasswordInput } from './password.js';
@@ -189,7 +189,7 @@ export class Accounts {
   /** Creates a user (no login); returns its id. */
   async createUser(options: CreateUserOptions): Promise<string> {
     await this.ready;
-    check(options, Match.ObjectIncluding({ username: Match.Optional(String), email: Match.Optional(String), password: Match.Optional(this.passwordPattern) }));
+    check(options, Match.ObjectIncluding({ username: Match.Optional(Identifier), email: Match.Optional(Identifier), password: Match.Optional(this.passwordPattern) }));
     const { username, email, password } = options;
     if (!username && !email) throw AccountsErrors.needUsernameOrEmail();
     const user: User = { _id: '', services: {} };
@@ -417,7 +417,7 @@ export class Accounts {
       },
 
       async forgotPassword(options: unknown) {
-        check(options, { email: String });
+        check(options, { email: Identifier });
         const { email } = options as { email: string };
         const user = await accounts.findUserByEmail(email);
         if (!user) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.userNotFound);

@@ -29,10 +29,17 @@ export interface LoginContext {
 }
 
 const NonEmptyString = Match.Where((x) => typeof x === 'string' && x.length > 0);
+/**
+ * A username or email address as a client may send it: longer ones are refused
+ * before they become a case-insensitive lookup (a 100,000-character name made a
+ * regular expression too large to compile).
+ */
+export const MAX_IDENTIFIER_LENGTH = 256;
+export const Identifier = Match.Where((x) => typeof x === 'string' && x.length > 0 && x.length <= MAX_IDENTIFIER_LENGTH);
 
 /** `{id}`, `{username}` or `{email}`: exactly one. */
 export const userQueryPattern = Match.Where((user) => {
-  check(user, { id: Match.Optional(NonEmptyString), username: Match.Optional(NonEmptyString), email: Match.Optional(NonEmptyString) });
+  check(user, { id: Match.Optional(NonEmptyString), username: Match.Optional(Identifier), email: Match.Optional(Identifier) });
   if (Object.keys(user as object).length !== 1) throw new Match.Error('User property must have exactly one field');
   return true;
 });
