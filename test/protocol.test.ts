@@ -653,3 +653,34 @@ describe('publication strategies', () => {
     peer.close();
   });
 });
+
+describe('drain', () => {
+  it('closes a connection with a method running only once it has answered, and runs nothing that came after', async () => {
+    const runs: string[] = [];
+    const t = await startServer((server) => {
+      server.methods({
+        async slow(label: unknown) {
+          runs.push(label as string);
+          await new Promise((r) => setTimeout(r, 600));
+          return `done ${label as string}`;
+        },
+      });
+    });
+    const [busy, idle] = await Promise.all([RawPeer.connected(t.wsUrl), RawPeer.connected(t.wsUrl)]);
+    busy.send({ msg: 'method', id: 'm1', method: 'slow', params: ['first'] });
+    await new Promise((r) => setTimeout(r, 100));
+    const draining = t.server.drain(2000);
+    busy.send({ msg: 'method', id: 'm2', method: 'slow', params: ['second'] });
+    const closed = await busy.waitClosed();
+    assert.deepEqual([closed.code, closed.reason], [1001, 'Server draining']);
+    const answers = busy.received.filter((m) => m.msg === 'result' || m.msg === 'updated');
+    assert.deepEqual(answers, [
+      { msg: 'result', id: 'm1', result: 'done first' },
+      { msg: 'updated', methods: ['m1'] },
+    ]);
+    assert.deepEqual(runs, ['first'], 'the call sent during the drain was left for the client to send again elsewhere');
+    assert.equal((await idle.waitClosed()).code, 1001);
+    await draining;
+    await t.close();
+  });
+});

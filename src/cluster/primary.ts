@@ -155,7 +155,8 @@ export class Primary {
     this.draining = true;
     await this.door.drainFirst();
     this.pool.broadcast({ type: 'drain', windowMs });
-    await this.pool.stop(windowMs + 5000);
+    // A worker's drain may take a second window for methods still running (PerseidServer.drain).
+    await this.pool.stop(2 * windowMs + 5000);
     this.httpServer.close();
     this.httpServer.closeAllConnections();
     metrics.removeSection('workers');

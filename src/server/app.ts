@@ -354,24 +354,37 @@ export class PerseidServer implements SessionServer {
     this.draining = true;
     await this.door.drainFirst();
     const sockets = [...this.sockets.keys()];
+    const owners = new Map<DdpSocket, Session>();
+    for (const session of this.sessions) owners.set(session.socket, session);
     this.log.info('draining', { connections: sockets.length, windowMs });
     const step = sockets.length > 0 ? windowMs / sockets.length : 0;
     for (const socket of sockets) {
       if (this.sockets.size === 0) break; // the last client has gone: nothing left to wait for
       if (!this.sockets.has(socket)) continue;
-      socket.close(DRAINING.code, DRAINING.reason);
-      if (step > 0 && this.sockets.size > 0) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, step);
-          this.lastGone = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        this.lastGone = undefined;
-      }
+      const session = owners.get(socket);
+      if (session) session.closeWhenIdle(DRAINING.code, DRAINING.reason);
+      else socket.close(DRAINING.code, DRAINING.reason);
+      if (step > 0) await this.untilLastGone(step);
+    }
+    // Connections whose methods are still running close as those answer, given at most one more window.
+    if (this.sockets.size > 0) {
+      this.log.info('draining: waiting for methods in flight', { connections: this.sockets.size });
+      await this.untilLastGone(windowMs);
     }
     await this.close();
+  }
+
+  /** Waits `ms`, or less if the last connection goes first. */
+  private async untilLastGone(ms: number): Promise<void> {
+    if (this.sockets.size === 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.lastGone = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.lastGone = undefined;
   }
 
   /** Stops accepting connections and closes every open one. */

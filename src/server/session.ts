@@ -144,6 +144,10 @@ export class Session implements SubscriptionHost {
   readonly log: Logger;
   /** Methods running now (a repeated call after a resume is not run twice). */
   private readonly runningMethods = new Set<string>();
+  /** Methods answered whose `updated` has not gone yet. */
+  private unfenced = 0;
+  /** Set by closeWhenIdle: the close to make once no method is in flight. */
+  private closingWhenIdle: { code: number; reason: string } | undefined;
   private resumes = 0;
   /** The client said `disconnect`, or the server closes on purpose: no grace period. */
   private leaving = false;
@@ -402,7 +406,7 @@ export class Session implements SubscriptionHost {
     const socket = this.current;
     const { inboundHighWater, inboundHighWaterBytes, writableWaitMs } = this.server.settings;
     let sliceStart = performance.now();
-    while (this.queue.length > 0 && this.state === 'open') {
+    while (this.queue.length > 0 && this.state === 'open' && !this.closingWhenIdle) {
       const { message, bytes, at } = this.queue.shift()!;
       this.queuedBytes -= bytes;
       if (this.paused && this.queue.length <= inboundHighWater / 10 && this.queuedBytes <= inboundHighWaterBytes / 10) {
@@ -494,7 +498,24 @@ export class Session implements SubscriptionHost {
       await this.callMethod(message, unblock, arrived);
     } finally {
       this.runningMethods.delete(message.id);
+      this.closeIfIdle();
     }
+  }
+
+  /**
+   * Closes the client's connection once no method of it is running or waiting
+   * for its `updated` (a drain): a call cut off before its result would be sent
+   * again by the client to another server and run twice. Messages that come
+   * meanwhile are left unread: the client sends them again after reconnecting.
+   */
+  closeWhenIdle(code: number, reason: string): void {
+    this.closingWhenIdle = { code, reason };
+    this.closeIfIdle();
+  }
+
+  private closeIfIdle(): void {
+    const closing = this.closingWhenIdle;
+    if (closing && this.runningMethods.size === 0 && this.unfenced === 0) this.socket.close(closing.code, closing.reason);
   }
 
   private async callMethod(message: MethodMessage, unblock: () => void, arrived: number): Promise<void> {
@@ -534,7 +555,12 @@ export class Session implements SubscriptionHost {
     methodTimes.record(performance.now() - started);
     if (reply instanceof EncodedMessage) this.output(reply, `m:${message.id}`);
     else this.send(reply);
-    fence.arm(() => this.send({ msg: 'updated', methods: [message.id] }));
+    this.unfenced++;
+    fence.arm(() => {
+      this.unfenced--;
+      this.send({ msg: 'updated', methods: [message.id] });
+      this.closeIfIdle();
+    });
   }
 
   // ---- subscriptions ----
