@@ -344,6 +344,36 @@ describe('frames and bodies beyond the limits', () => {
   });
 });
 
+describe('messages that never finish arriving', () => {
+  it('drops the connections holding the most once their unfinished messages pass the server-wide budget', async () => {
+    const t = await startServer((server) => server.methods({ echo: (x: unknown) => x }), { maxMessageSize: 1024 * 1024, maxTotalBufferedBytes: 4 * 1024 * 1024 });
+    try {
+      const text = `{"msg":"method","id":"m","method":"echo","params":["${'x'.repeat(1000 * 1024)}"]}`;
+      const frame = textFrame(text);
+      const sockets = await Promise.all(Array.from({ length: 10 }, () => openRawWebSocket(t.port)));
+      const closed = sockets.map(({ socket }) => new Promise<boolean>((resolve) => socket.once('close', () => resolve(true))));
+      for (const { socket } of sockets) {
+        socket.on('error', () => undefined);
+        socket.resume();
+        socket.write(textFrame(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] })));
+        // All of a 1 MB message but its last 10 bytes, and never those.
+        socket.write(frame.subarray(0, frame.length - 10));
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const settled = await Promise.all(closed.map((p) => Promise.race([p, new Promise<boolean>((r) => setTimeout(() => r(false), 1500))])));
+      const dropped = settled.filter(Boolean).length;
+      assert.ok(dropped >= 6 && dropped <= 7, `${dropped} of 10 dropped: 10 MB held against a 4 MB budget leaves at most 3.6`);
+      // The budget counts only unfinished messages: a whole one of the same size goes through.
+      const peer = await RawPeer.connected(t.wsUrl);
+      assert.equal(((await peer.call('big', 'echo', ['y'.repeat(1000 * 1024)])).result.result as string).length, 1000 * 1024);
+      peer.close();
+      for (const { socket } of sockets) socket.destroy();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('calls with very many arguments', () => {
   it('refuses 200,000 arguments to a method or a publication with a 400, and runs 10,000', async () => {
     const t = await startServer((server) => {

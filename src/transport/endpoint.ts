@@ -16,6 +16,7 @@ import { defineCloseReason } from '../ddp/errors.js';
 import type { Logger } from '../log.js';
 import { limitBody } from './body-limit.js';
 import { originAllowed, type AllowedOrigins } from './origins.js';
+import { InputBudget } from './input-budget.js';
 import { OutputBudget } from './output-budget.js';
 import { isRawWebSocketPath, isSockjsWebSocketPath, pathOf } from './paths.js';
 import type { CompressionOptions, FrameVariant } from './frames.js';
@@ -38,7 +39,10 @@ export interface TransportOptions {
   compression: CompressionOptions | false;
   /** Outgoing bytes a client may leave unread before it is dropped. */
   maxBufferedBytes: number;
-  /** Unsent output over every connection past which the biggest holders are held back, then dropped. */
+  /**
+   * Unsent output over every connection past which the biggest holders are held
+   * back, then dropped; also the budget of incoming bytes of messages not yet complete.
+   */
   maxTotalBufferedBytes: number;
   /** Pages allowed to connect (their Origin header). */
   allowedOrigins: AllowedOrigins;
@@ -79,6 +83,8 @@ function negotiatedVariant(responseHeaders: string[], framing: 'raw' | 'sockjs')
 
 export class TransportEndpoint {
   readonly budget: OutputBudget;
+  /** Incoming bytes of messages not yet complete, over every WebSocket; the same limit as the output's. */
+  readonly inputBudget: InputBudget;
   private readonly rawWss: WebSocketServer;
   private readonly sockjsWss: WebSocketServer;
   private readonly sockjsHandler: (req: IncomingMessage, res: ServerResponse, head?: Buffer) => boolean;
@@ -96,6 +102,7 @@ export class TransportEndpoint {
     private readonly log: Logger,
   ) {
     this.budget = new OutputBudget(options.maxTotalBufferedBytes, log);
+    this.inputBudget = new InputBudget(options.maxTotalBufferedBytes, log);
     // Context takeover off on our side: a compressed frame then depends on nothing
     // but the message, so one compression serves every client.
     const perMessageDeflate = options.compression ? { serverNoContextTakeover: true, clientNoContextTakeover: true } : false;
@@ -184,6 +191,7 @@ export class TransportEndpoint {
         maxBufferedBytes: this.options.maxBufferedBytes,
         outputHighWater: outputHighWater(this.options.maxBufferedBytes),
         budget: this.budget,
+        inputBudget: this.inputBudget,
         log: this.log,
       });
       if (framing === 'sockjs') {

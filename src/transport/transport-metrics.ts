@@ -16,6 +16,7 @@ export const transportMetrics = {
   bufferedBytes: metrics.gauge('perseid_unsent_bytes', 'Output queued for clients and not yet handed to the kernel, over every connection (as last checked)'),
   budgetHolds: metrics.counter('perseid_output_budget_holds_total', 'Connections held back because the server held more unsent output than its budget'),
   budgetDrops: metrics.counter('perseid_output_budget_drops_total', 'Connections closed because the server held more unsent output than its budget'),
+  inputBudgetDrops: metrics.counter('perseid_input_budget_drops_total', 'Connections closed because the server held more bytes of incoming messages not yet complete than its budget'),
   refusedRequests: metrics.counter('perseid_refused_requests_total', 'HTTP requests and upgrades refused (origin not allowed, body too large)'),
   connectionErrors: metrics.counter('perseid_connection_errors_total', 'Connections closed after an unexpected exception in handling them'),
 };

@@ -20,6 +20,7 @@ import { BatchCache, scheduleFlush, type Flushable } from './flush.js';
 import { frameFor, textFrame, type CompressionOptions, type FrameVariant } from './frames.js';
 import type { BudgetMember, OutputBudget } from './output-budget.js';
 import { OutputGate, type GateOutcome } from './output-gate.js';
+import type { InputBudget, InputHolder } from './input-budget.js';
 import { MessagePacer } from './message-pacer.js';
 import type { DdpSocket, SocketHandlers } from './socket.js';
 import { messageBytes } from '../metrics/message-size.js';
@@ -37,6 +38,7 @@ export interface WebSocketConnectionOptions {
   /** Unread bytes at which the session stops building replies for this client until it reads. */
   outputHighWater: number;
   budget: OutputBudget;
+  inputBudget: InputBudget;
   log: Logger;
 }
 
@@ -52,7 +54,7 @@ function rawDataText(data: RawData): string {
   return Buffer.from(data instanceof ArrayBuffer ? new Uint8Array(data) : data).toString('utf8');
 }
 
-export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
+export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, InputHolder {
   // What send() and flush() read for every message and batch, declared first so that it shares the object's first cache lines.
   private closed = false;
   private pending: EncodedMessage[] = [];
@@ -74,6 +76,10 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
   private readonly pacer: MessagePacer;
   /** Reading paused at the session's request (it may also be paused while the pacer holds messages). */
   private readingPaused = false;
+  /** Bytes received since the last message completed: what `ws` holds of the next one (InputBudget). */
+  partialBytes = 0;
+  /** A message completed since the last chunk was counted. */
+  private completed = false;
 
   readonly transport: string;
   readonly remoteAddress: string | undefined;
@@ -100,7 +106,10 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
       overflow: () => this.overflowed(),
       maxWaiting: options.maxQueuedMessages,
     });
+    // Registered after ws's own listener: a chunk is counted once ws has parsed it.
+    socket.on('data', (chunk: Buffer) => this.received(chunk.length));
     ws.on('message', (data, isBinary) => {
+      this.messageCompleted();
       try {
         this.receive(data, isBinary);
       } catch (error) {
@@ -194,6 +203,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     this.handOver();
     this.closed = true;
     this.pacer.clear();
+    this.releasePartial();
     this.gate.close();
     this.options.budget.delete(this);
     this.ws.close(INTERNAL_ERROR.code, INTERNAL_ERROR.reason);
@@ -210,6 +220,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     if (this.closed) return; // dropped by that flush
     this.closed = true;
     this.pacer.clear();
+    this.releasePartial();
     this.gate.close();
     this.options.budget.delete(this);
     if (this.options.framing === 'sockjs') {
@@ -253,6 +264,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
   private drop(): void {
     this.closed = true;
     this.pacer.clear();
+    this.releasePartial();
     this.handOver();
     this.gate.close();
     this.options.budget.delete(this);
@@ -288,6 +300,34 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     for (const message of messages) this.pacer.push(message);
   }
 
+  /** A chunk that ended a message leaves at most a chunk's tail of the next: only chunks that end none count. */
+  private received(bytes: number): void {
+    if (this.completed) {
+      this.completed = false;
+      return;
+    }
+    if (this.closed) return;
+    this.partialBytes += bytes;
+    this.options.inputBudget.adjust(this, bytes);
+  }
+
+  private messageCompleted(): void {
+    this.completed = true;
+    this.releasePartial();
+  }
+
+  private releasePartial(): void {
+    const held = this.partialBytes;
+    if (held === 0) return;
+    this.partialBytes = 0;
+    this.options.inputBudget.adjust(this, -held);
+  }
+
+  dropOverInputBudget(): void {
+    this.options.log.warn('dropping a client: the server holds too many bytes of incoming messages not yet complete', { remote: this.remoteAddress, partial: this.partialBytes });
+    this.drop();
+  }
+
   private overflowed(): void {
     this.options.log.warn('dropping a client that sends faster than it can be served', { remote: this.remoteAddress, transport: this.transport });
     this.handlers.refused(ProtocolErrors.tooManyWaiting());
@@ -311,6 +351,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember {
     const abrupt = !this.closed && code === 1006;
     this.closed = true;
     this.pacer.clear();
+    this.releasePartial();
     this.gate.close();
     this.options.budget.delete(this);
     this.handOver();
