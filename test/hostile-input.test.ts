@@ -374,6 +374,36 @@ describe('messages that never finish arriving', () => {
   });
 });
 
+describe('messages waiting behind a slow method', () => {
+  it('count in the same budget: past it, the connections with the longest queues are dropped', async () => {
+    const t = await startServer(
+      (server) =>
+        server.methods({
+          block: () => new Promise((r) => setTimeout(r, 3000)),
+          echo: (x: unknown) => x,
+        }),
+      { maxMessageSize: 64 * 1024, maxTotalBufferedBytes: 1024 * 1024 },
+    );
+    try {
+      const peers = await Promise.all(Array.from({ length: 6 }, () => RawPeer.connected(t.wsUrl)));
+      for (const peer of peers) {
+        peer.send({ msg: 'method', id: 'b', method: 'block', params: [] });
+        // 800 KB behind it; each session stops reading at 256 KB (four messages' worth), so ~1.6 MB wait in all.
+        for (let i = 0; i < 40; i++) peer.send({ msg: 'method', id: `e${i}`, method: 'echo', params: ['z'.repeat(20 * 1024)] });
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const closed = await Promise.all(peers.map((peer) => peer.waitClosed(1500).then(() => true, () => false)));
+      const dropped = closed.filter(Boolean).length;
+      assert.ok(dropped >= 2 && dropped < 6, `${dropped} of 6 dropped`);
+      const bystander = await RawPeer.connected(t.wsUrl);
+      assert.equal((await bystander.call('ok', 'echo', ['fine'])).result.result, 'fine');
+      for (const peer of [...peers, bystander]) peer.close();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('calls with very many arguments', () => {
   it('refuses 200,000 arguments to a method or a publication with a 400, and runs 10,000', async () => {
     const t = await startServer((server) => {

@@ -22,6 +22,7 @@ import { pathOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import type { OutputBudget } from '../transport/output-budget.js';
+import type { InputBudget } from '../transport/input-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
 import type { DDPVersion } from '../ddp/messages.js';
 import type { ConnectionHandle } from './connection-handle.js';
@@ -456,6 +457,10 @@ export class PerseidServer implements SessionServer {
 
   get outputBudget(): OutputBudget {
     return this.transport.budget;
+  }
+
+  get inputBudget(): InputBudget {
+    return this.transport.inputBudget;
   }
 
   /** Sessions whose client went away, waiting for it to resume them. */

@@ -35,6 +35,7 @@ import { runInWriteScope } from '../reactive/write-scope.js';
 import { apm } from '../metrics/apm.js';
 import { withCallSpan } from '../metrics/otel.js';
 import type { Trace } from '../metrics/trace.js';
+import type { InputBudget, InputHolder } from '../transport/input-budget.js';
 import type { OutputBudget } from '../transport/output-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
 import { clientAddress, exposedHeaders, type ConnectionHandle } from './connection-handle.js';
@@ -104,6 +105,8 @@ export interface SessionServer {
   strategyOf(collection: string): PublicationStrategy;
   /** The server-wide budget of unsent output, which a session holding output for an absent client counts in. */
   readonly outputBudget: OutputBudget;
+  /** The server-wide budget of incoming bytes, which the messages waiting in a session's queue count in. */
+  readonly inputBudget: InputBudget;
   sessionOpened(session: Session): void;
   sessionClosed(session: Session): void;
   /** The session's client went away; the session waits for it (the server bounds how many wait). */
@@ -122,7 +125,7 @@ type QueueTask = { message: ClientMessage; bytes: number; at: number };
 /** Queued messages looked at to charge `waitedOn` (the queue is usually short; this bounds the cost when it is not). */
 const WAITED_ON_SCAN = 256;
 
-export class Session implements SubscriptionHost {
+export class Session implements SubscriptionHost, InputHolder {
   // What output() reads for every message, declared first so that it shares the object's first cache lines.
   private state: 'handshake' | 'open' | 'closed' = 'handshake';
   /** It held more output for its absent client than allowed: it ends, and cannot be resumed. */
@@ -157,7 +160,8 @@ export class Session implements SubscriptionHost {
   private readonly subscriptions = new Map<string, Subscription>();
   private universal: Subscription[] = [];
   private queue: QueueTask[] = [];
-  private queuedBytes = 0;
+  /** Characters of the messages waiting in `queue` (InputBudget). */
+  heldBytes = 0;
   private running = false;
   private paused = false;
   private readonly heartbeat: Heartbeat;
@@ -383,18 +387,29 @@ export class Session implements SubscriptionHost {
     }
   }
 
+  private queued(delta: number): void {
+    this.heldBytes += delta;
+    this.server.inputBudget.adjust(this, delta);
+  }
+
+  dropOverInputBudget(): void {
+    this.log.warn('dropping a client: the server holds too many incoming bytes', { session: this.id, queued: this.queue.length, bytes: this.heldBytes });
+    this.socket.terminate();
+    this.end();
+  }
+
   private enqueue(message: ClientMessage, bytes: number): void {
     if (this.resumes > 0 && this.repeated(message)) return;
     const { inboundHighWater, inboundHighWaterBytes, inboundLimit, inboundLimitBytes } = this.server.settings;
-    if (this.queue.length >= inboundLimit || this.queuedBytes + bytes > inboundLimitBytes) {
-      this.log.warn('dropping a client that sends faster than it can be served', { session: this.id, queued: this.queue.length, bytes: this.queuedBytes });
+    if (this.queue.length >= inboundLimit || this.heldBytes + bytes > inboundLimitBytes) {
+      this.log.warn('dropping a client that sends faster than it can be served', { session: this.id, queued: this.queue.length, bytes: this.heldBytes });
       this.sendError(ProtocolErrors.tooManyWaiting());
       this.socket.close();
       return;
     }
     this.queue.push({ message, bytes, at: performance.now() });
-    this.queuedBytes += bytes;
-    if (!this.paused && (this.queue.length >= inboundHighWater || this.queuedBytes >= inboundHighWaterBytes)) {
+    this.queued(bytes);
+    if (!this.paused && (this.queue.length >= inboundHighWater || this.heldBytes >= inboundHighWaterBytes)) {
       this.paused = true;
       this.socket.pause();
     }
@@ -408,8 +423,8 @@ export class Session implements SubscriptionHost {
     let sliceStart = performance.now();
     while (this.queue.length > 0 && this.state === 'open' && !this.closingWhenIdle) {
       const { message, bytes, at } = this.queue.shift()!;
-      this.queuedBytes -= bytes;
-      if (this.paused && this.queue.length <= inboundHighWater / 10 && this.queuedBytes <= inboundHighWaterBytes / 10) {
+      this.queued(-bytes);
+      if (this.paused && this.queue.length <= inboundHighWater / 10 && this.heldBytes <= inboundHighWaterBytes / 10) {
         this.paused = false;
         this.socket.resume();
       }
@@ -424,7 +439,7 @@ export class Session implements SubscriptionHost {
           }
           // The client went away: a session waiting for it runs this message when it comes back.
           this.queue.unshift({ message, bytes, at });
-          this.queuedBytes += bytes;
+          this.queued(bytes);
           break;
         }
       }
@@ -720,7 +735,7 @@ export class Session implements SubscriptionHost {
     clearTimeout(this.graceTimer);
     this.heartbeat.stop();
     this.queue = [];
-    this.queuedBytes = 0;
+    this.queued(-this.heldBytes);
     if (this.parked) {
       this.server.outputBudget.delete(this.away!);
       this.server.sessionUnparked(this);

@@ -77,7 +77,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
   /** Reading paused at the session's request (it may also be paused while the pacer holds messages). */
   private readingPaused = false;
   /** Bytes received since the last message completed: what `ws` holds of the next one (InputBudget). */
-  partialBytes = 0;
+  heldBytes = 0;
   /** A message completed since the last chunk was counted. */
   private completed = false;
 
@@ -229,6 +229,9 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
     } else {
       this.ws.close(code, reason);
     }
+    // Read again if the session had paused reading: the client's close frame (or its leaving) must be seen,
+    // or ws waits 30 s for it; what else comes is ignored.
+    this.ws.resume();
   }
 
   terminate(): void {
@@ -307,7 +310,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
       return;
     }
     if (this.closed) return;
-    this.partialBytes += bytes;
+    this.heldBytes += bytes;
     this.options.inputBudget.adjust(this, bytes);
   }
 
@@ -317,14 +320,14 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
   }
 
   private releasePartial(): void {
-    const held = this.partialBytes;
+    const held = this.heldBytes;
     if (held === 0) return;
-    this.partialBytes = 0;
+    this.heldBytes = 0;
     this.options.inputBudget.adjust(this, -held);
   }
 
   dropOverInputBudget(): void {
-    this.options.log.warn('dropping a client: the server holds too many bytes of incoming messages not yet complete', { remote: this.remoteAddress, partial: this.partialBytes });
+    this.options.log.warn('dropping a client: the server holds too many bytes of incoming messages not yet complete', { remote: this.remoteAddress, held: this.heldBytes });
     this.drop();
   }
 
