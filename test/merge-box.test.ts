@@ -20,6 +20,9 @@ class TestHolder implements Holder {
   constructor(box: MergeBox) {
     this.view = box.register('things', this);
   }
+  get source(): TestHolder {
+    return this;
+  }
   fields(key: string): Fields | undefined {
     return this.docs.get(key);
   }
@@ -33,7 +36,59 @@ class TestHolder implements Holder {
     else this.view.added(this, key, fields);
   }
   delete(key: string): void {
-    if (this.docs.delete(key)) this.view.removed(this, key);
+    const before = this.docs.get(key);
+    if (!before) return;
+    this.docs.delete(key);
+    this.view.removed(this, key, before);
+  }
+}
+
+/** A live query's stand-in: one set of documents several holders publish, changed first and then told to each in turn. */
+class SharedSource {
+  readonly docs = new Map<string, Fields>();
+  members: Member[] = [];
+  /** The registration rank of its first member (the view's precedence for it). */
+  rank: number | undefined;
+  fields(key: string): Fields | undefined {
+    return this.docs.get(key);
+  }
+  set(key: string, fields: Fields): void {
+    const before = this.docs.get(key);
+    this.docs.set(key, fields);
+    for (const member of this.members) {
+      if (before) member.view.changed(member, key, before, fields);
+      else member.view.added(member, key, fields);
+    }
+  }
+  delete(key: string): void {
+    const before = this.docs.get(key);
+    if (!before) return;
+    this.docs.delete(key);
+    for (const member of this.members) member.view.removed(member, key, before);
+  }
+}
+
+class Member implements Holder {
+  alone = false;
+  readonly view: CollectionView;
+  constructor(
+    box: MergeBox,
+    readonly source: SharedSource,
+    readonly rank: number,
+  ) {
+    this.view = box.register('things', this);
+    source.rank ??= rank;
+    // Attaching replays the source's documents to the newcomer, as a live query does.
+    for (const [key, fields] of source.docs) this.view.added(this, key, fields);
+    source.members.push(this);
+  }
+  forEach(callback: (key: string, fields: Fields) => void): void {
+    for (const [key, fields] of this.source.docs) callback(key, fields);
+  }
+  leave(box: MergeBox): void {
+    this.source.members = this.source.members.filter((m) => m !== this);
+    for (const [key, fields] of this.source.docs) this.view.removed(this, key, fields);
+    box.unregister(this.view, this);
   }
 }
 
@@ -103,6 +158,52 @@ describe('the merge box', () => {
       client.messages.map((m) => m.msg),
       ['added', 'changed', 'changed', 'changed', 'changed', 'removed'],
     );
+  });
+
+  it('matches the model when many holders share sources that change before they tell each holder', () => {
+    for (const seed of [11, 12, 13]) {
+      const next = random(seed);
+      const pick = <T>(items: T[]): T => items[Math.floor(next() * items.length)]!;
+      const client = new ClientCopy();
+      const box = new MergeBox(client, () => 'SERVER_MERGE');
+      const sources = [new SharedSource(), new SharedSource(), new SharedSource()];
+      let members: Member[] = [];
+      let rank = 0;
+      const expectedNow = () => {
+        // Sources with members, by the rank of the member that first told the view of a document.
+        const live = sources.filter((source) => source.members.length > 0).sort((a, b) => (a.rank ?? Infinity) - (b.rank ?? Infinity));
+        const out = new Map<string, Fields>();
+        for (const source of live) {
+          for (const [key, fields] of source.docs) {
+            const doc = out.get(key) ?? {};
+            for (const name in fields) if (!(name in doc)) doc[name] = fields[name];
+            out.set(key, doc);
+          }
+        }
+        return out;
+      };
+      for (let step = 0; step < 4000; step++) {
+        const roll = next();
+        if (roll < 0.1 && members.length < 40) members.push(new Member(box, pick(sources), rank++));
+        else if (roll < 0.18 && members.length > 0) {
+          const leaving = pick(members);
+          leaving.leave(box);
+          members = members.filter((m) => m !== leaving);
+          // The last holder gone, the box drops the collection's view, and its ranks with it.
+          if (members.length === 0) for (const source of sources) source.rank = undefined;
+        } else {
+          const source = pick(sources);
+          const key = pick(['a', 'b', 'c']);
+          if (roll < 0.35) source.delete(key);
+          else {
+            const fields: Fields = {};
+            for (const name of ['x', 'y', 'z']) if (next() < 0.6) fields[name] = Math.floor(next() * 3);
+            source.set(key, fields);
+          }
+        }
+        assert.deepEqual(client.docs, expectedNow(), `seed ${seed}, step ${step}`);
+      }
+    }
   });
 
   it('matches the model over 20,000 random steps of holders coming, going, adding, changing and removing', () => {

@@ -3,24 +3,29 @@
  * one connection publish the same document, the client sees one document whose
  * fields are the union, and nothing is sent twice or dropped.
  *
- * Unlike Meteor's, it keeps no copy of a document one holder publishes alone.
- * Every source of documents (a "holder": one cursor of a subscription, or one
- * collection of a subscription using the low-level API) can give the fields it
- * publishes for a document; a cursor holder answers from the shared live query.
+ * Unlike Meteor's, it keeps no copy of the documents. Every holder (one cursor
+ * of a subscription, or one collection of a subscription using the low-level
+ * API) publishes from a source that gives its fields for a document: a
+ * cursor's is its live query, shared by every subscription to the same query.
  * A holder alone in its collection sends its changes as the live query's
  * shared, already serialised message. Once a second holder joins, the view
- * keeps an index of which holders have told it of each document (what a live
- * query holds can be ahead of what its subscribers were told, while it tells
- * them in turn), and for a document two or more hold, each one's fields as told
- * and the union the client has. Every step then costs the fields it touches,
- * not the number of holders: a connection with hundreds of overlapping
- * subscriptions pays per subscription what it pays for one.
+ * keeps an index of which sources have told it of each document, counting the
+ * holders of each (what a live query holds can be ahead of what its
+ * subscribers were told, while it tells them in turn), and for a document two
+ * or more sources publish, the union the client has. Holders of one source
+ * publish the same fields, so a hundred identical subscriptions cost a count
+ * per document, and every step costs the fields it touches.
  *
- * Field precedence: where holders disagree on a field, the earliest registered
- * holder that has the field wins.
+ * Field precedence: where sources disagree on a field, the one whose first
+ * holder came earliest wins (for cursors, the earliest subscription to the query).
  */
 import { encodeAdded, encodeChanged, encodeRemoved, type EncodedMessage } from '../ddp/encoded.js';
 import { diffFields, type Fields } from '../reactive/doc-change.js';
+
+/** What a holder publishes from: its fields for a document as they are now. */
+export interface FieldSource {
+  fields(key: string): Fields | undefined;
+}
 
 export interface Holder {
   /**
@@ -30,8 +35,8 @@ export interface Holder {
    * subscriber, and this spares it a look at the view.
    */
   alone: boolean;
-  /** The fields it publishes for the document. */
-  fields(key: string): Fields | undefined;
+  /** Holders with the same source publish the same fields. */
+  readonly source: FieldSource;
   /** Every document it publishes. */
   forEach(callback: (key: string, fields: Fields) => void): void;
 }
@@ -55,12 +60,22 @@ export interface SharedMessage {
   message(): EncodedMessage;
 }
 
-/** A document two or more holders publish: the fields each told, in precedence order, and their union as the client has it. */
+/** A source that has told the view of a document, through `count` of its holders. */
+class Told {
+  constructor(
+    readonly source: FieldSource,
+    public count: number,
+    /** The fields of the last change sent for it, so the source's other holders do not send that change again. */
+    public sentFields: Fields | undefined,
+  ) {}
+}
+
+/** A document two or more sources publish: them, in precedence order, and the union the client has. */
 class SharedDoc {
   constructor(
-    public owners: Map<Holder, Fields>,
+    public owners: Map<FieldSource, Told>,
     readonly sent: Fields,
-    /** Rank of the latest holder to join; only grows, so a holder ranked above it joins at the end. */
+    /** Rank of the latest source to join; a source ranked above it joins at the end. */
     public lastRank: number,
   ) {}
 }
@@ -68,8 +83,11 @@ class SharedDoc {
 const ABSENT = Symbol('absent');
 
 /** The value of `name` the client should see: the first owner's that has the field. */
-function winning(owners: Map<Holder, Fields>, name: string): unknown {
-  for (const fields of owners.values()) if (name in fields) return fields[name];
+function winning(owners: Map<FieldSource, Told>, key: string, name: string): unknown {
+  for (const source of owners.keys()) {
+    const fields = source.fields(key);
+    if (fields && name in fields) return fields[name];
+  }
   return ABSENT;
 }
 
@@ -78,8 +96,10 @@ export class CollectionView {
   private holders: Holder[] = [];
   private readonly ranks = new Map<Holder, number>();
   private nextRank = 0;
-  /** While two or more holders merge: who has told the view of each document. */
-  private docs: Map<string, Holder | SharedDoc> | undefined;
+  /** Each source's precedence (weak: the view must not keep a live query its holders have let go). */
+  private readonly sourceRanks = new WeakMap<FieldSource, number>();
+  /** While two or more holders merge: which sources have told the view of each document. */
+  private docs: Map<string, Told | SharedDoc> | undefined;
 
   constructor(
     readonly name: string,
@@ -93,6 +113,7 @@ export class CollectionView {
 
   add(holder: Holder): void {
     this.ranks.set(holder, this.nextRank++);
+    this.sourceKnown(holder);
     this.setHolders([...this.holders, holder]);
   }
 
@@ -106,8 +127,8 @@ export class CollectionView {
     const merging = holders.length > 1 && this.strategy === 'SERVER_MERGE';
     if (merging && !this.docs) {
       // The holder that was alone has told the client of everything it publishes.
-      const docs = new Map<string, Holder | SharedDoc>();
-      for (const holder of this.holders) holder.forEach((key) => docs.set(key, holder));
+      const docs = new Map<string, Told | SharedDoc>();
+      for (const holder of this.holders) holder.forEach((key, fields) => docs.set(key, new Told(holder.source, 1, fields)));
       this.docs = docs;
     } else if (!merging) this.docs = undefined;
     this.holders = holders;
@@ -115,71 +136,110 @@ export class CollectionView {
   }
 
   /**
+   * `holder` publishes from its source now (a cursor's once its live query is
+   * attached): a source is ranked, once and for good, by its first holder here.
+   */
+  sourceKnown(holder: Holder): void {
+    if (!this.sourceRanks.has(holder.source)) this.sourceRanks.set(holder.source, this.ranks.get(holder)!);
+  }
+
+  /**
    * `holder` now publishes `key` with `fields`. `shared` gives the message to
-   * send when no other holder has the document.
+   * send when no other source has the document.
    */
   added(holder: Holder, key: string, fields: Fields, shared?: SharedMessage): void {
-    const entry = holder.alone ? undefined : this.docs!.get(key);
-    if (entry === undefined) {
-      if (!holder.alone) this.docs!.set(key, holder);
+    if (holder.alone) {
       this.sink.sendEncoded(shared ? shared.message() : encodeAdded(this.name, key, fields));
-    } else if (entry instanceof SharedDoc) {
-      const rank = this.ranks.get(holder)!;
+      return;
+    }
+    const docs = this.docs!;
+    const { source } = holder;
+    const entry = docs.get(key);
+    if (entry === undefined) {
+      docs.set(key, new Told(source, 1, fields));
+      this.sink.sendEncoded(shared ? shared.message() : encodeAdded(this.name, key, fields));
+    } else if (entry instanceof Told) {
+      if (entry.source === source) {
+        entry.count++;
+        return;
+      }
+      const lastRank = Math.max(this.rankOf(entry.source), this.rankOf(source));
+      const doc = new SharedDoc(this.ranked([entry, new Told(source, 1, undefined)]), { ...entry.source.fields(key) }, lastRank);
+      docs.set(key, doc);
+      this.refresh(key, doc, Object.keys(fields));
+    } else {
+      const told = entry.owners.get(source);
+      if (told) {
+        told.count++;
+        return;
+      }
+      const rank = this.rankOf(source);
       if (rank > entry.lastRank) {
-        // Joining last, it can only add fields no earlier holder has.
-        entry.owners.set(holder, fields);
+        // Joining last, it can only add fields no earlier source has.
+        entry.owners.set(source, new Told(source, 1, undefined));
         entry.lastRank = rank;
         this.refresh(key, entry, Object.keys(fields).filter((name) => !(name in entry.sent)));
       } else {
-        entry.owners = this.ranked([...entry.owners, [holder, fields]]);
+        entry.owners = this.ranked([...entry.owners.values(), new Told(source, 1, undefined)]);
         this.refresh(key, entry, Object.keys(fields));
       }
-    } else if (entry !== holder) {
-      const told = entry.fields(key) ?? {};
-      const owners = this.ranked([
-        [entry, told],
-        [holder, fields],
-      ]);
-      const doc = new SharedDoc(owners, { ...told }, Math.max(this.ranks.get(entry)!, this.ranks.get(holder)!));
-      this.docs!.set(key, doc);
-      this.refresh(key, doc, Object.keys(fields));
     }
   }
 
   changed(holder: Holder, key: string, before: Fields, after: Fields, shared?: SharedMessage): void {
-    const entry = holder.alone ? holder : this.docs!.get(key);
-    if (entry instanceof SharedDoc) {
-      const told = entry.owners.get(holder);
-      if (!told) return;
-      entry.owners.set(holder, after);
-      const diff = diffFields(told, after);
-      if (diff) this.refresh(key, entry, [...Object.keys(diff.fields ?? {}), ...(diff.cleared ?? [])]);
-    } else if (entry === holder) {
+    if (holder.alone) {
       if (shared) this.sink.sendEncoded(shared.message());
       else this.sendDiff(key, before, after);
+      return;
+    }
+    const entry = this.docs!.get(key);
+    const { source } = holder;
+    if (entry instanceof Told) {
+      // The source's other holders get the same change: it goes once.
+      if (entry.source !== source || entry.sentFields === after) return;
+      entry.sentFields = after;
+      if (shared) this.sink.sendEncoded(shared.message());
+      else this.sendDiff(key, before, after);
+    } else if (entry?.owners.has(source)) {
+      const diff = diffFields(before, after);
+      if (diff) this.refresh(key, entry, [...Object.keys(diff.fields ?? {}), ...(diff.cleared ?? [])]);
     }
   }
 
-  removed(holder: Holder, key: string, shared?: SharedMessage): void {
-    const entry = holder.alone ? holder : this.docs!.get(key);
-    if (entry instanceof SharedDoc) {
-      const told = entry.owners.get(holder);
-      if (!told) return;
-      entry.owners.delete(holder);
-      if (entry.owners.size > 1) this.refresh(key, entry, Object.keys(told));
-      else {
-        const [last, fields] = entry.owners.entries().next().value!;
-        this.docs!.set(key, last);
-        this.sendDiff(key, entry.sent, fields);
-      }
-    } else if (entry === holder) {
-      this.docs?.delete(key);
+  removed(holder: Holder, key: string, before: Fields, shared?: SharedMessage): void {
+    if (holder.alone) {
       this.sink.sendEncoded(shared ? shared.message() : encodeRemoved(this.name, key));
+      return;
     }
+    const docs = this.docs!;
+    const entry = docs.get(key);
+    const { source } = holder;
+    if (entry instanceof Told) {
+      if (entry.source !== source || --entry.count > 0) return;
+      docs.delete(key);
+      this.sink.sendEncoded(shared ? shared.message() : encodeRemoved(this.name, key));
+      return;
+    }
+    const told = entry?.owners.get(source);
+    if (!entry || !told || --told.count > 0) return;
+    entry.owners.delete(source);
+    if (entry.owners.size > 1) {
+      this.refresh(key, entry, Object.keys(before));
+      return;
+    }
+    const [last] = entry.owners.values();
+    const fields = last!.source.fields(key) ?? {};
+    last!.sentFields = fields;
+    docs.set(key, last!);
+    this.sendDiff(key, entry.sent, fields);
   }
 
-  private ranked(owners: Array<[Holder, Fields]>): Map<Holder, Fields> {
-    return new Map(owners.sort(([a], [b]) => this.ranks.get(a)! - this.ranks.get(b)!));
+  private rankOf(source: FieldSource): number {
+    return this.sourceRanks.get(source)!;
+  }
+
+  private ranked(owners: Told[]): Map<FieldSource, Told> {
+    return new Map(owners.sort((a, b) => this.rankOf(a.source) - this.rankOf(b.source)).map((told) => [told.source, told]));
   }
 
   /** Brings the client's copy of `names` up to what the owners now publish. */
@@ -188,7 +248,7 @@ export class CollectionView {
     const after: Fields = {};
     for (const name of names) {
       if (name in doc.sent) before[name] = doc.sent[name];
-      const value = winning(doc.owners, name);
+      const value = winning(doc.owners, key, name);
       if (value === ABSENT) delete doc.sent[name];
       else after[name] = doc.sent[name] = value;
     }

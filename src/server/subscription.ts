@@ -20,7 +20,7 @@ import { withCallSpan } from '../metrics/otel.js';
 import { runInTrace } from '../metrics/trace-scope.js';
 import type { Trace } from '../metrics/trace.js';
 import type { ConnectionHandle } from './connection-handle.js';
-import type { CollectionView, Holder, MergeBox, OutputSink } from './merge-box.js';
+import type { CollectionView, FieldSource, Holder, MergeBox, OutputSink } from './merge-box.js';
 
 export type PublishHandler = (this: Subscription, ...params: unknown[]) => unknown;
 
@@ -57,6 +57,11 @@ class CursorHolder implements Holder, LiveQueryObserver {
 
   attached(query: LiveQuery): void {
     this.query = query;
+    this.view.sourceKnown(this);
+  }
+
+  get source(): FieldSource {
+    return this.query ?? this;
   }
 
   fields(key: string): Fields | undefined {
@@ -70,7 +75,7 @@ class CursorHolder implements Holder, LiveQueryObserver {
       if (this.alone) this.sink.sendEncoded(change.message());
       else if (change.kind === 'added') this.view.added(this, change.key, change.after!, change);
       else if (change.kind === 'changed') this.view.changed(this, change.key, change.before!, change.after!, change);
-      else this.view.removed(this, change.key, change);
+      else this.view.removed(this, change.key, change.before!, change);
     } catch (error) {
       this.failed(error);
     }
@@ -96,6 +101,10 @@ class ManualHolder implements Holder {
   constructor(mergeBox: MergeBox, collection: string) {
     this.view = mergeBox.register(collection, this);
     this.tracked = this.view.strategy !== 'NO_MERGE_NO_HISTORY';
+  }
+
+  get source(): FieldSource {
+    return this;
   }
 
   fields(key: string): Fields | undefined {
@@ -283,8 +292,10 @@ export class Subscription {
       this.host.sendEncoded(this.counted('removed', encodeRemoved(collection, key)));
       return;
     }
-    if (!holder.docs.delete(key)) return;
-    holder.view.removed(holder, key);
+    const before = holder.docs.get(key);
+    if (!before) return;
+    holder.docs.delete(key);
+    holder.view.removed(holder, key, before);
     if (this.counter) this.counted('removed', encodeRemoved(collection, key));
   }
 
@@ -350,7 +361,7 @@ export class Subscription {
     const { mergeBox } = this.host;
     for (const holder of [...this.cursorHolders, ...this.manual.values()]) {
       if (removeDocuments && holder.view.strategy !== 'NO_MERGE_NO_HISTORY') {
-        holder.forEach((key) => holder.view.removed(holder, key));
+        holder.forEach((key, fields) => holder.view.removed(holder, key, fields));
       }
       mergeBox.unregister(holder.view, holder);
     }
