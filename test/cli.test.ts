@@ -54,6 +54,11 @@ describe('perseid CLI', () => {
       [['start', APP, '--nope'], /unknown option --nope/],
       [['start', APP, '--compression', 'lots'], /--compression must be a byte count or off/],
       [['start', APP, '--log-level', 'loud'], /--log-level must be one of/],
+      // A negative number is the flag's value, refused by its range check, not taken for a flag.
+      [['start', APP, '--drain-ms', '-5'], /--drain-ms must be an integer from 0 to 3600000 \(got -5\)/],
+      [['start', APP, '-p', '-1'], /--port must be an integer from 0 to 65535 \(got -1\)/],
+      [['start', APP, '--drain-ms', '--fsync'], /--drain-ms needs a value \(one starting with '-' is written --drain-ms=<value>\)/],
+      [['start', APP, '--fsync=yes'], /--fsync takes no value/],
     ];
     for (const [args, message] of cases) {
       const out = run(args);
