@@ -54,6 +54,8 @@ describe('perseid CLI', () => {
       [['start', APP, '--nope'], /unknown option --nope/],
       [['start', APP, '--compression', 'lots'], /--compression must be a byte count or off/],
       [['start', APP, '--log-level', 'loud'], /--log-level must be one of/],
+      [['start', APP, 'other.js'], /^perseid start: One app module at a time \(got \S+app\.js and other\.js\)$/m],
+      [['dev', APP, 'other.js', 'third.js'], /^perseid dev: One app module at a time \(got \S+app\.js, other\.js and third\.js\)$/m],
       // A negative number is the flag's value, refused by its range check, not taken for a flag.
       [['start', APP, '--drain-ms', '-5'], /--drain-ms must be an integer from 0 to 3600000 \(got -5\)/],
       [['start', APP, '-p', '-1'], /--port must be an integer from 0 to 65535 \(got -1\)/],

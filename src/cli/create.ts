@@ -7,7 +7,7 @@
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { UsageError, type CommandSpec, type Parsed } from './args.js';
+import { onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { StartupError } from './startup-error.js';
 
 const TEMPLATES = fileURLToPath(new URL('../../../templates/', import.meta.url));
@@ -51,9 +51,7 @@ function perseidSpec(raw: string | undefined): string {
 }
 
 export async function runCreate(parsed: Parsed): Promise<number> {
-  const [dir, extra] = parsed.positionals;
-  if (!dir) throw new UsageError('Missing the directory: perseid create <dir>, e.g. perseid create my-app');
-  if (extra !== undefined) throw new UsageError(`One directory at a time (got ${dir} and ${extra})`);
+  const dir = onePositional(parsed, 'Missing the directory: perseid create <dir>, e.g. perseid create my-app', 'directory');
   const template = String(parsed.values.template);
   if (!(TEMPLATE_NAMES as readonly string[]).includes(template)) throw new UsageError(`--template must be one of ${TEMPLATE_NAMES.join(', ')} (got ${template})`);
   const target = resolve(dir);

@@ -15,7 +15,7 @@ import { forwardedCountFromEnv } from '../server/connection-handle.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
-import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { integerOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
@@ -215,8 +215,7 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
 }
 
 export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<PerseidServer | Primary> {
-  const [appPath] = parsed.positionals;
-  if (!appPath) throw new UsageError('Missing the app module: perseid start <app-module>');
+  const appPath = onePositional(parsed, 'Missing the app module: perseid start <app-module>', 'app module');
   const { values } = parsed;
   const level = String(values['log-level']);
   if (!LEVELS.includes(level)) throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
