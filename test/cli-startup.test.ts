@@ -31,6 +31,20 @@ describe('perseid start: start-up errors', () => {
     assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
   });
 
+  it('names an import its module does not export, in the app or a file it imports, as that and not a syntax error', () => {
+    const dir = appDir({
+      'app.js': 'import { Nope } from "perseid";\nexport default function () {}\n',
+      'main.js': 'import { helper } from "./lib/helper.js";\nexport default function () { helper(); }\n',
+      'lib/helper.js': 'export function helper() {}\nimport { Colection } from "perseid";\n',
+      'lib/old.cjs': 'module.exports = { a: 1 };\n',
+      'cjs.js': 'import { b } from "./lib/old.cjs";\nexport default function () {}\n',
+    });
+    assertOneLine(perseid(dir, ['start', 'app.js']), /: app\.js:1 imports Nope from 'perseid', which has no export of that name: check its spelling and case$/);
+    assertOneLine(perseid(dir, ['start', 'main.js']), /: lib\/helper\.js:2 imports Colection from 'perseid', which has no export of that name/);
+    assertOneLine(perseid(dir, ['start', 'cjs.js']), /: cjs\.js:1 imports b from '\.\/lib\/old\.cjs', a CommonJS module that does not export it by name: import its default export and read b from that$/);
+    assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
+  });
+
   it('says where an app threw while loading or setting up', () => {
     const dir = appDir({
       'loading.js': 'const ready = false;\nif (!ready) throw new Error("config missing");\nexport default function () {}\n',

@@ -1,8 +1,9 @@
 /**
  * Loads an app module (ESM or CommonJS, JavaScript or TypeScript) and runs its
  * setup, turning what goes wrong into one line a person can act on: the file
- * is missing, it has a syntax error (with its file and line), it is written in
- * the other module format, it throws while loading or while setting up.
+ * is missing, it has a syntax error or imports a name its module does not
+ * export (with its file and line), it is written in the other module format,
+ * it throws while loading or while setting up.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
@@ -53,6 +54,15 @@ function syntaxErrorLocation(url: string): string | undefined {
   return match ? `${shown(match[1]!)}:${match[2]}` : undefined;
 }
 
+/** Node's link error for a named import its module lacks (a SyntaxError, though the syntax is fine), said as what to change. */
+function missingExport(message: string): string | undefined {
+  const esm = /The requested module '([^']+)' does not provide an export named '([^']+)'/.exec(message);
+  if (esm) return `imports ${esm[2]} from '${esm[1]}', which has no export of that name: check its spelling and case`;
+  const cjs = /^Named export '([^']+)' not found\. The requested module '([^']+)' is a CommonJS module/.exec(message);
+  if (cjs) return `imports ${cjs[1]} from '${cjs[2]}', a CommonJS module that does not export it by name: import its default export and read ${cjs[1]} from that`;
+  return undefined;
+}
+
 function explainLoadError(error: unknown, file: string): StartupError {
   const name = shown(file);
   const message = firstLine(error);
@@ -81,8 +91,9 @@ function explainLoadError(error: unknown, file: string): StartupError {
   if (message.startsWith('Transform failed') && transform) return new StartupError(`syntax error in ${shown(transform[1]!)}:${transform[2]}: ${transform[3]}`, error);
   if (error instanceof SyntaxError) {
     // A syntax error thrown by running code (JSON.parse, new Function) has the app's frame; one from parsing has none.
-    const where = appLocation(error) ?? (TYPESCRIPT_FILE.test(file) ? undefined : syntaxErrorLocation(pathToFileURL(file).href));
-    return new StartupError(`syntax error in ${where ?? name}: ${message}`, error);
+    const where = appLocation(error) ?? (TYPESCRIPT_FILE.test(file) ? undefined : syntaxErrorLocation(pathToFileURL(file).href)) ?? name;
+    const missing = missingExport(message);
+    return new StartupError(missing ? `${where} ${missing}` : `syntax error in ${where}: ${message}`, error);
   }
   const where = appLocation(error);
   return new StartupError(`${name} failed while loading: ${message}${where ? ` (at ${where})` : ''}`, error);
