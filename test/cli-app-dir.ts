@@ -10,11 +10,11 @@ export const REPO = resolve('.');
 const cli = resolve(CLI);
 const dirs: string[] = [];
 
-/** A directory holding an app: files by name, and perseid installed the way npm would (node_modules/perseid). */
-export function appDir(files: Record<string, string>, type: 'module' | 'commonjs' = 'module'): string {
+/** A directory holding an app: files by name, and perseid installed the way npm would (node_modules/perseid); `type` null leaves package.json without one. */
+export function appDir(files: Record<string, string>, type: 'module' | 'commonjs' | null = 'module'): string {
   const dir = mkdtempSync(join(tmpdir(), 'perseid-startup-'));
   dirs.push(dir);
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', type }));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', ...(type ? { type } : {}) }));
   mkdirSync(join(dir, 'node_modules'));
   symlinkSync(REPO, join(dir, 'node_modules', 'perseid'));
   for (const [name, text] of Object.entries(files)) {

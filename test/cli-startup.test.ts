@@ -64,6 +64,15 @@ describe('perseid start: start-up errors', () => {
     assertOneLine(perseid(cjsInEsm, ['start', 'app.js']), /app\.js:1:\d+ uses require but Node loads it as an ES module .*rename it to app\.cjs/);
   });
 
+  it('starts an ES module in a package.json without "type", with one line saying to add it instead of Node\'s warning', async () => {
+    const dir = appDir({ 'app.js': OK_APP }, null);
+    const server = await startPerseid(join(dir, 'app.js'), ['--port', '0', '--data-dir', join(dir, 'data')]);
+    await server.stop('SIGINT');
+    const said = server.log().split('\n').filter((line) => /ES module|MODULE_TYPELESS|trace-warnings|Reparsing/.test(line));
+    assert.equal(said.length, 1, server.log());
+    assert.match(said[0]!, /WARN {2}\[perseid\] .*app\.js is an ES module but .*package\.json does not say so: add "type": "module" to it \(or rename the file to \.mjs\)/);
+  });
+
   it('reports a port in use and an address not of this machine before making the data directory', async () => {
     const dir = appDir({ 'app.js': OK_APP });
     const holder = createServer();

@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { createLogger } from '../log.js';
 import type { PerseidServer } from '../server/app.js';
 import { StartupError } from './startup-error.js';
 import { enableTypeScript, TYPESCRIPT_FILE } from './typescript.js';
@@ -99,6 +100,19 @@ function explainLoadError(error: unknown, file: string): StartupError {
   return new StartupError(`${name} failed while loading: ${message}${where ? ` (at ${where})` : ''}`, error);
 }
 
+/**
+ * Node 20.19+ runs an ES module in a package.json without "type" after
+ * parsing it as CommonJS first, and warns in four lines (once per package):
+ * one line naming the file and the package.json to change instead.
+ */
+function typelessPackage(warning: Error): string | undefined {
+  if ((warning as NodeJS.ErrnoException).code !== 'MODULE_TYPELESS_PACKAGE_JSON') return undefined;
+  const file = /(file:\/\/\S+) is not specified/.exec(warning.message)?.[1];
+  const pkg = /add "type": "module" to (.+?)\.?$/m.exec(warning.message)?.[1];
+  if (!file || !pkg) return undefined;
+  return `${shown(file)} is an ES module but ${shown(pkg)} does not say so: add "type": "module" to it (or rename the file to .mjs); Node otherwise parses it twice`;
+}
+
 /** Fails unless `path` is a file; resolves it. */
 export function checkAppFile(path: string): string {
   const file = resolve(path);
@@ -112,10 +126,13 @@ export async function loadAppModule(path: string): Promise<AppSetup> {
   const file = checkAppFile(path);
   if (TYPESCRIPT_FILE.test(file)) await enableTypeScript();
   let loaded: { default?: unknown };
-  // Node warns about the module format before failing; our one line says it (and what to do) instead.
+  // Node's own warnings about the module format (several lines each) become our one line saying what to do.
   const printers = process.listeners('warning');
   const filter = (warning: Error) => {
-    if (!warning.message.startsWith('To load an ES module')) for (const print of printers) print(warning);
+    if (warning.message.startsWith('To load an ES module')) return; // it fails next, and says so
+    const typeless = typelessPackage(warning);
+    if (typeless) createLogger('perseid').warn(typeless);
+    else for (const print of printers) print(warning);
   };
   process.removeAllListeners('warning').on('warning', filter);
   try {
@@ -123,6 +140,8 @@ export async function loadAppModule(path: string): Promise<AppSetup> {
   } catch (error) {
     throw explainLoadError(error, file);
   } finally {
+    // Node emits a warning on a later tick, which a module with no I/O to wait on reaches only after the import resolved.
+    await new Promise((next) => setImmediate(next));
     process.off('warning', filter);
     for (const print of printers) process.on('warning', print);
   }
