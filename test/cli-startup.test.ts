@@ -73,18 +73,24 @@ describe('perseid start: start-up errors', () => {
     assert.match(said[0]!, /WARN {2}\[perseid\] .*app\.js is an ES module but .*package\.json does not say so: add "type": "module" to it \(or rename the file to \.mjs\)/);
   });
 
-  it('reports a port in use and an address not of this machine before making the data directory', async () => {
+  it('reports a port in use, an address not of this machine and an invalid one, for --port and --admin-port, before making the data directory', async () => {
     const dir = appDir({ 'app.js': OK_APP });
     const holder = createServer();
     await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
     const { port } = holder.address() as { port: number };
     try {
-      assertOneLine(perseid(dir, ['start', 'app.js', '--port', String(port)]), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use .*--port or PORT`));
+      assertOneLine(perseid(dir, ['start', 'app.js', '--port', String(port)]), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use .*--port or PORT$`));
+      assertOneLine(
+        perseid(dir, ['start', 'app.js', '--port', '0', '--admin-port', String(port)]),
+        new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use .*choose another port with --admin-port or PERSEID_ADMIN_PORT$`),
+      );
     } finally {
       holder.close();
     }
     // 192.0.2.1 is TEST-NET-1: never an address of this machine. Binding sends nothing.
     assertOneLine(perseid(dir, ['start', 'app.js', '--host', '192.0.2.1', '--port', '0']), /192\.0\.2\.1 is not an address of this machine: use 127\.0\.0\.1, 0\.0\.0\.0/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--host', '999.1.1.1', '--port', '0']), /: 999\.1\.1\.1 is not a valid IP address: give one such as 127\.0\.0\.1 or 0\.0\.0\.0 .*with --host or HOST$/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0', '--admin-port', '1', '--admin-host', '10.0.0.300']), /: 10\.0\.0\.300 is not a valid IP address: .*with --admin-host or PERSEID_ADMIN_HOST$/);
     assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
   });
 

@@ -16,7 +16,7 @@ import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
-import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
+import { ADMIN_ADDRESS, checkDataDir, checkPort, checkRedis, listenFailure, MAIN_ADDRESS, type AddressFlags } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { StoreError } from '../data/embedded/store-errors.js';
@@ -133,11 +133,11 @@ async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
 }
 
 /** Listens, turning a port in use or an address not of this machine into one line. */
-async function listenOn<T>(listen: () => Promise<T>, port: number, host: string): Promise<T> {
+async function listenOn<T>(listen: () => Promise<T>, port: number, host: string, flags: AddressFlags = MAIN_ADDRESS): Promise<T> {
   try {
     return await listen();
   } catch (error) {
-    throw listenFailure(error as NodeJS.ErrnoException, port, host) ?? error;
+    throw listenFailure(error as NodeJS.ErrnoException, port, host, flags) ?? error;
   }
 }
 
@@ -152,6 +152,7 @@ async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) =>
     () => new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())),
     port,
     host,
+    ADMIN_ADDRESS,
   );
   server.unref();
   log.info(`operational endpoints at ${shownUrl(host, port)}/perseid/dashboard`);
@@ -241,7 +242,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     checkAppFile(appPath);
     await checkPort(port, host);
     if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
-    if (adminPort !== undefined) await checkPort(adminPort, adminHost);
+    if (adminPort !== undefined) await checkPort(adminPort, adminHost, ADMIN_ADDRESS);
     if (scale.redisUrl && (scale.fanout || (scale.publicUrl && scale.discovery === 'redis'))) await checkRedis(scale.redisUrl, connectTimeoutMs(env));
   }
   // Every process of a fan-out cluster (workers too) hears the bus itself.
