@@ -69,12 +69,6 @@ describe('perseid CLI', () => {
     }
   });
 
-  it('says which database it cannot reach, without a stack, and exits 1', () => {
-    const out = run(['start', APP], { MONGO_URL: 'mongodb://someone:secret@127.0.0.1:1/x?serverSelectionTimeoutMS=300' });
-    assert.equal(out.status, 1);
-    assert.equal(out.stderr.trim(), 'perseid start: cannot reach MongoDB at mongodb://someone:***@127.0.0.1:1/x?serverSelectionTimeoutMS=300 within 300 ms: connect ECONNREFUSED 127.0.0.1:1');
-  });
-
   it('refuses scale-out options that cannot work, saying what is missing', () => {
     const bare = { MONGO_URL: '', REDIS_URL: '' };
     const cases: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
@@ -114,7 +108,7 @@ describe('perseid CLI', () => {
     try {
       const second = spawnSync(process.execPath, [CLI, 'start', APP, '--port', '0', '--data-dir', dir], { encoding: 'utf8', timeout: 10000 });
       assert.equal(second.status, 1);
-      assert.match(second.stderr, new RegExp(`^perseid start: The data directory ${dir} is in use by another process \\(pid ${first.child.pid} on [^\n]*\\): stop it[^\n]*\n$`));
+      assert.match(second.stderr, new RegExp(`^perseid start: the data directory ${dir} is in use by another process \\(pid ${first.child.pid} on [^\n]*\\): stop it[^\n]*\n$`));
     } finally {
       // A failed check must not leave the server holding the test file open.
       first.child.kill('SIGTERM');
