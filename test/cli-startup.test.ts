@@ -129,8 +129,13 @@ describe('perseid start: start-up errors', () => {
     }
   });
 
-  it('says which MongoDB it cannot reach, its password hidden', () => {
+  it('says which MongoDB it cannot reach, its password hidden, and that a MONGO_URL is not one before loading the app', () => {
     const dir = appDir({ 'app.js': OK_APP });
+    assertOneLine(
+      perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: 'notaurl' }),
+      /^perseid start: MONGO_URL is not a valid MongoDB connection string \(Invalid scheme, expected connection string to start with "mongodb:\/\/" or "mongodb\+srv:\/\/"\): fix it; the form is mongodb:\/\/host:27017\/database$/,
+    );
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: 'mongodb://127.0.0.1:1/x', MONGO_OPLOG_URL: 'mongodb://h/x?nosuchoption=1' }), /^perseid start: MONGO_OPLOG_URL is not a valid MongoDB connection string \(option nosuchoption is not supported\)/);
     const out = perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: 'mongodb://someone:secret@127.0.0.1:1/x?serverSelectionTimeoutMS=300' });
     assertOneLine(out, /^perseid start: cannot reach MongoDB at mongodb:\/\/someone:\*\*\*@127\.0\.0\.1:1\/x\?serverSelectionTimeoutMS=300 within 300 ms: connect ECONNREFUSED 127\.0\.0\.1:1$/);
   });

@@ -132,5 +132,8 @@ describe('perseid start --role and perseid autoscale on the command line', () =>
       assert.match(out.stderr.split('\n')[0]!, message);
       assert.doesNotMatch(out.stderr, /\n\s+at /, 'a stack trace for a user mistake');
     }
+    const badUrl = await run(['autoscale', '--dry-run'], { REDIS_URL: '', MONGO_URL: 'notaurl' });
+    assert.equal(badUrl.status, 1, badUrl.stderr);
+    assert.match(badUrl.stderr, /^perseid autoscale: MONGO_URL is not a valid MongoDB connection string \(Invalid scheme[^\n]*\n$/);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Checks `perseid start` makes before it creates anything: that the port can
- * be bound, that the data directory can be made and written, that Redis
- * answers. Each failure is a StartupError saying what to change.
+ * be bound, that the data directory can be made and written, that MongoDB's
+ * URLs parse, that Redis answers. Each failure is a StartupError saying what
+ * to change.
  */
 import { accessSync, constants, statSync, type Stats } from 'node:fs';
 import { createServer, isIP } from 'node:net';
@@ -78,6 +79,22 @@ export function checkDataDir(dir: string): void {
         ? `the data directory ${dir} is not writable by this user: fix its permissions, or ${remedy}`
         : `the data directory ${dir} cannot be created: ${existing} is not writable by this user; ${remedy}`,
     );
+  }
+}
+
+/** MONGO_URL and MONGO_OPLOG_URL, when set, must be MongoDB connection strings: the driver's parse error, said as what to fix. */
+export async function checkMongoUrls(env: NodeJS.ProcessEnv): Promise<void> {
+  const { MongoClient } = await import('mongodb');
+  for (const name of ['MONGO_URL', 'MONGO_OPLOG_URL']) {
+    const url = env[name];
+    if (!url) continue;
+    try {
+      // The constructor parses the string and its options; nothing connects before connect().
+      void new MongoClient(url);
+    } catch (error) {
+      const reason = (error as Error).message.split('\n')[0]!.replace(/\.$/, '');
+      throw new StartupError(`${name} is not a valid MongoDB connection string (${reason}): fix it; the form is mongodb://host:27017/database`, error);
+    }
   }
 }
 

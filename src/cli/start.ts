@@ -16,7 +16,7 @@ import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
-import { ADMIN_ADDRESS, checkDataDir, checkPort, checkRedis, listenFailure, MAIN_ADDRESS, type AddressFlags } from './preflight.js';
+import { ADMIN_ADDRESS, checkDataDir, checkMongoUrls, checkPort, checkRedis, listenFailure, MAIN_ADDRESS, type AddressFlags } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { StoreError } from '../data/embedded/store-errors.js';
@@ -240,6 +240,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   if (!isWorker()) {
     // Before anything is made or opened: the port, where the data goes, what must answer.
     checkAppFile(appPath);
+    await checkMongoUrls(env);
     await checkPort(port, host);
     if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
     if (adminPort !== undefined) await checkPort(adminPort, adminHost, ADMIN_ADDRESS);
