@@ -20,7 +20,7 @@ import { ADMIN_ADDRESS, checkDataDir, checkMongoUrls, checkPort, checkRedis, lis
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { StoreError } from '../data/embedded/store-errors.js';
-import { readRole, roleOptions, startJobs } from './jobs-role.js';
+import { readJobsSettings, readRole, roleOptions, startJobs } from './jobs-role.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
 export const startCommand: CommandSpec = {
@@ -227,6 +227,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const host = String(values.host);
   const compression = compressionOption(values.compression as string | undefined, env);
   const role = readRole(values);
+  const jobs = readJobsSettings(values);
   const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
   const adminPort = values['admin-port'] === undefined ? undefined : integerOption(values, 'admin-port', 1, 65535)!;
   const adminHost = String(values['admin-host']);
@@ -258,7 +259,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     const database = await openAppDatabase(undefined);
     const server = await bootApp(setup, appPath, serverOptions, database);
     await serveAsWorker(server);
-    const stopJobs = await startJobs(server, database, values, env, id, log);
+    const stopJobs = await startJobs(server, database, jobs, env, id, log);
     process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
     return server;
   }
@@ -322,7 +323,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;
   if (!joined) monitor.stop();
-  const stopJobs = await startJobs(server, database, values, env, id, log);
+  const stopJobs = await startJobs(server, database, jobs, env, id, log);
   // Jobs stop alongside the drain (running attempts may finish), before the database closes.
   const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
   // Before the line that says it runs: whoever waits for that line may signal at once.
