@@ -10,6 +10,7 @@ import { DatabaseUnavailableError } from '../data/driver.js';
 import type { ChangeSourceChoice } from '../data/mongo/store.js';
 import type { ChangeSourceKind } from '../data/change-source.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
+import { apmSetting } from '../metrics/apm.js';
 import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerOptions } from '../server/app.js';
 import { forwardedCountFromEnv } from '../server/connection-handle.js';
 import type { CompressionOptions } from '../transport/frames.js';
@@ -228,6 +229,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const compression = compressionOption(values.compression as string | undefined, env);
   const role = readRole(values);
   const jobs = readJobsSettings(values);
+  if (apmSetting(env.PERSEID_APM) === undefined) throw new UsageError(`PERSEID_APM must be on or off (got ${env.PERSEID_APM})`);
   const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
   const adminPort = values['admin-port'] === undefined ? undefined : integerOption(values, 'admin-port', 1, 65535)!;
   const adminHost = String(values['admin-host']);
