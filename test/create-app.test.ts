@@ -4,12 +4,13 @@
  * the create-perseid tarball, and `perseid create` for the other templates),
  * `npm install` there, then the app's own commands: `npm start` until it
  * answers, and `npm test`. Also what the tarball holds, and `perseid create`
- * run from this checkout: the app then depends on it. (readme-app.test.ts
- * follows the README's way into an app of one's own.)
+ * run from this checkout: the app then depends on it, and the output's `cd`
+ * line works pasted into a shell. (readme-app.test.ts follows the README's way
+ * into an app of one's own.)
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -112,6 +113,25 @@ describe('perseid create run from this checkout', () => {
     // The checkout's prepare script (a build) would rewrite dist/ under the other suites' feet.
     npm(join(work, 'app'), ['install', '--ignore-scripts', ...NPM_FLAGS]);
     assert.match(npm(join(work, 'app'), ['test']), /# pass 2\n# fail 0/);
+  });
+
+  it('prints a cd line a POSIX shell takes as it is: absolute if given so, quoted when it must be', () => {
+    mkdirSync(join(work, 'here'));
+    const cases: Array<[cwd: string, args: string[], cd: string]> = [
+      [join(work, 'here'), [join(work, 'abs')], `cd ${join(work, 'abs')}`],
+      [join(work, 'here'), ['../rel'], 'cd ../rel'],
+      [join(work, 'here'), ["it's a dir"], `cd 'it'\\''s a dir'`],
+      [join(work, 'here'), ['--', '-dash'], 'cd ./-dash'],
+      [join(work, 'here'), [join(work, 'with space')], `cd '${join(work, 'with space')}'`],
+    ];
+    for (const [cwd, args, cd] of cases) {
+      const out = create(cwd, args);
+      assert.equal(out.status, 0, out.stderr);
+      const line = out.stdout.split('\n').find((l) => l.startsWith('  cd '))?.trim();
+      assert.equal(line, cd);
+      const target = resolve(cwd, args.at(-1)!);
+      assert.equal(execFileSync('sh', ['-c', `${line} && pwd -P`], { cwd, encoding: 'utf8' }).trim(), target, line);
+    }
   });
 
   it('refuses a --perseid path that is not there, or a directory that is no package, in one line, and makes nothing', () => {

@@ -68,13 +68,25 @@ function specNote(raw: string | undefined, spec: string): string | undefined {
   return `perseid ${spec} may not be on the npm registry yet: if npm install cannot find it, make the app with --perseid <tarball|path|version>.`;
 }
 
+/** `target` as the user gave it: relative to here when given so and that is not longer, else absolute. */
+function shownPath(given: string, target: string): string {
+  const rel = relative(process.cwd(), target) || '.';
+  return isAbsolute(given) || rel.length > target.length ? target : rel;
+}
+
+/** `path` as a POSIX shell reads it after `cd`: quoted when it holds anything a shell would read differently. */
+function shellWord(path: string): string {
+  const word = path.startsWith('-') ? `./${path}` : path;
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
 export async function runCreate(parsed: Parsed): Promise<number> {
   const dir = onePositional(parsed, 'Missing the directory: perseid create <dir>, e.g. perseid create my-app', 'directory');
   const template = String(parsed.values.template);
   if (!(TEMPLATE_NAMES as readonly string[]).includes(template)) throw new UsageError(`--template must be one of ${TEMPLATE_NAMES.join(', ')} (got ${template})`);
   const target = resolve(dir);
   if (existsSync(target) && (!statSync(target).isDirectory() || readdirSync(target).length > 0)) {
-    throw new StartupError(`${dir} already exists and is not an empty directory: choose a new name, e.g. perseid create ${dir}-2`);
+    throw new StartupError(`${dir} already exists and is not an empty directory: choose a new name, e.g. perseid create ${shellWord(`${dir}-2`)}`);
   }
   const name = packageName(dir);
   const spec = perseidSpec(parsed.values.perseid as string | undefined);
@@ -96,7 +108,7 @@ export async function runCreate(parsed: Parsed): Promise<number> {
   // Written here: npm leaves .gitignore files out of packages, so a template cannot carry one.
   writeFileSync(join(target, '.gitignore'), 'node_modules/\n.perseid/\n');
 
-  const shown = relative(process.cwd(), target) || '.';
+  const shown = shownPath(dir, target);
   const note = specNote(parsed.values.perseid as string | undefined, spec);
   process.stdout.write(
     [
@@ -104,7 +116,7 @@ export async function runCreate(parsed: Parsed): Promise<number> {
       ...(note ? [note] : []),
       '',
       'Next:',
-      `  cd ${shown}`,
+      `  cd ${shellWord(shown)}`,
       '  npm install',
       '  npm run dev    # http://127.0.0.1:3000, reloads on every save',
       '  npm test',
