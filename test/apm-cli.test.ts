@@ -74,7 +74,7 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
     }
   });
 
-  it('says in one line what to do without the token, at a wrong address, or with a bad flag', async () => {
+  it('says in one line what to do without the token, at a wrong address, with a bad flag or PERSEID_APM', async () => {
     const refused = await perseid(['top', '--url', adminUrl, '--once']);
     assert.equal(refused.code, 1);
     assert.equal(refused.stderr, `perseid top: ${adminUrl} wants its admin token: pass --token or set PERSEID_ADMIN_TOKEN\n`);
@@ -87,5 +87,8 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
     const bad = await perseid(['capacity', '--url', adminUrl, '--sessions', 'lots']);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /^perseid capacity: --sessions must be an integer/);
+    const unknownSetting = await perseid(['start', 'dist/examples/tasks/app.js', '--port', '0'], { PERSEID_APM: 'maybe' });
+    assert.equal(unknownSetting.code, 2);
+    assert.match(unknownSetting.stderr, /^perseid start: PERSEID_APM must be on or off \(got maybe\)\n/);
   });
 });

@@ -1,7 +1,7 @@
 /** What the CLI start-up suites share: an app directory with perseid installed as npm would, and the CLI run in it. */
 import assert from 'node:assert/strict';
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CLI } from './processes.js';
@@ -10,11 +10,11 @@ export const REPO = resolve('.');
 const cli = resolve(CLI);
 const dirs: string[] = [];
 
-/** A directory holding an app: files by name, and perseid installed the way npm would (node_modules/perseid). */
-export function appDir(files: Record<string, string>, type: 'module' | 'commonjs' = 'module'): string {
+/** A directory holding an app: files by name, and perseid installed the way npm would (node_modules/perseid); `type` null leaves package.json without one. */
+export function appDir(files: Record<string, string>, type: 'module' | 'commonjs' | null = 'module'): string {
   const dir = mkdtempSync(join(tmpdir(), 'perseid-startup-'));
   dirs.push(dir);
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', type }));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', ...(type ? { type } : {}) }));
   mkdirSync(join(dir, 'node_modules'));
   symlinkSync(REPO, join(dir, 'node_modules', 'perseid'));
   for (const [name, text] of Object.entries(files)) {
@@ -34,6 +34,9 @@ export function perseid(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}
   return { status: out.status, stderr: String(out.stderr), stdout: String(out.stdout) };
 }
 
+/** Every line assertOneLine has passed, for checking the docs' table of them. */
+export const oneLiners: string[] = [];
+
 /** Exit 1 with exactly one line on stderr, matching `message`, and no stack frame anywhere. */
 export function assertOneLine(out: { status: number | null; stderr: string }, message: RegExp): void {
   assert.equal(out.status, 1, out.stderr);
@@ -42,6 +45,23 @@ export function assertOneLine(out: { status: number | null; stderr: string }, me
   assert.match(lines[0]!, /^perseid start: /);
   assert.match(lines[0]!, message);
   assert.doesNotMatch(out.stderr, /^\s+at /m);
+  oneLiners.push(lines[0]!);
+}
+
+/**
+ * The messages docs/getting-started.md's "When it does not start" table shows,
+ * as patterns: each `code span` of its first column, `...` standing for any
+ * text and a number for any number.
+ */
+export function documentedStartupErrors(): RegExp[] {
+  const page = readFileSync(new URL('../../docs/getting-started.md', import.meta.url), 'utf8');
+  const section = page.slice(page.indexOf('## When it does not start'));
+  const rows = section.split('\n').filter((line) => line.startsWith('| `'));
+  return rows.flatMap((row) =>
+    [...row.split('|')[1]!.matchAll(/`([^`]+)`/g)].map(
+      ([, text]) => new RegExp(text!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replaceAll('\\.\\.\\.', '.*').replace(/\d+/g, '\\d+')),
+    ),
+  );
 }
 
 export const OK_APP = 'export default function app(server) { server.methods({ hello: () => "hi" }); }\n';

@@ -8,7 +8,7 @@ import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { appDir, assertOneLine, OK_APP, perseid, removeAppDirs } from './cli-app-dir.js';
+import { appDir, assertOneLine, documentedStartupErrors, OK_APP, oneLiners, perseid, removeAppDirs } from './cli-app-dir.js';
 import { startPerseid } from './processes.js';
 
 describe('perseid start: start-up errors', () => {
@@ -23,21 +23,35 @@ describe('perseid start: start-up errors', () => {
   it('gives the file and line of a syntax error, in the app or in a file it imports, and makes nothing', () => {
     const dir = appDir({
       'app.js': 'export default function app(server) {\n  server.methods({ a() { return 1 }; });\n}\n',
-      'main.js': 'import { helper } from "./lib/helper.js";\nexport default function () { helper(); }\n',
-      'lib/helper.js': 'export function helper() {}\nexport const broken = ;\n',
+      'main.js': 'import { helper } from "./lib/util.js";\nexport default function () { helper(); }\n',
+      'lib/util.js': 'export function helper() {}\nexport const broken = ;\n',
     });
     assertOneLine(perseid(dir, ['start', 'app.js']), /syntax error in app\.js:2: Unexpected token/);
-    assertOneLine(perseid(dir, ['start', 'main.js']), /syntax error in lib\/helper\.js:2: Unexpected token/);
+    assertOneLine(perseid(dir, ['start', 'main.js']), /syntax error in lib\/util\.js:2: Unexpected token/);
+    assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
+  });
+
+  it('names an import its module does not export, in the app or a file it imports, as that and not a syntax error', () => {
+    const dir = appDir({
+      'app.js': 'import { Nope } from "perseid";\nexport default function () {}\n',
+      'main.js': 'import { helper } from "./lib/util.js";\nexport default function () { helper(); }\n',
+      'lib/util.js': 'export function helper() {}\nimport { Colection } from "perseid";\n',
+      'lib/old.cjs': 'module.exports = { a: 1 };\n',
+      'cjs.js': 'import { b } from "./lib/old.cjs";\nexport default function () {}\n',
+    });
+    assertOneLine(perseid(dir, ['start', 'app.js']), /: app\.js:1 imports Nope from 'perseid', which has no export of that name: check its spelling and case$/);
+    assertOneLine(perseid(dir, ['start', 'main.js']), /: lib\/util\.js:2 imports Colection from 'perseid', which has no export of that name/);
+    assertOneLine(perseid(dir, ['start', 'cjs.js']), /: cjs\.js:1 imports b from '\.\/lib\/old\.cjs', a CommonJS module that does not export it by name: import its default export and read b from that$/);
     assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
   });
 
   it('says where an app threw while loading or setting up', () => {
     const dir = appDir({
-      'loading.js': 'const ready = false;\nif (!ready) throw new Error("config missing");\nexport default function () {}\n',
+      'app.js': 'const ready = false;\nif (!ready) throw new Error("config missing");\nexport default function () {}\n',
       'setup.js': 'export default function app(server) {\n  server.methods({ notAFunction: 42 });\n}\n',
       'none.js': 'export const app = () => {};\n',
     });
-    assertOneLine(perseid(dir, ['start', 'loading.js']), /loading\.js failed while loading: config missing \(at loading\.js:2:\d+\)/);
+    assertOneLine(perseid(dir, ['start', 'app.js']), /app\.js failed while loading: config missing \(at app\.js:2:\d+\)/);
     assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory after a failed load');
     assertOneLine(perseid(dir, ['start', 'setup.js']), /setup\.js failed while setting up the server: Method 'notAFunction' must be a function \(at setup\.js:2:\d+\)/);
     assertOneLine(perseid(dir, ['start', 'none.js']), /none\.js has no default export: end it with export default function app\(server\)/);
@@ -50,18 +64,33 @@ describe('perseid start: start-up errors', () => {
     assertOneLine(perseid(cjsInEsm, ['start', 'app.js']), /app\.js:1:\d+ uses require but Node loads it as an ES module .*rename it to app\.cjs/);
   });
 
-  it('reports a port in use and an address not of this machine before making the data directory', async () => {
+  it('starts an ES module in a package.json without "type", with one line saying to add it instead of Node\'s warning', async () => {
+    const dir = appDir({ 'app.js': OK_APP }, null);
+    const server = await startPerseid(join(dir, 'app.js'), ['--port', '0', '--data-dir', join(dir, 'data')]);
+    await server.stop('SIGINT');
+    const said = server.log().split('\n').filter((line) => /ES module|MODULE_TYPELESS|trace-warnings|Reparsing/.test(line));
+    assert.equal(said.length, 1, server.log());
+    assert.match(said[0]!, /WARN {2}\[perseid\] .*app\.js is an ES module but .*package\.json does not say so: add "type": "module" to it \(or rename the file to \.mjs\)/);
+  });
+
+  it('reports a port in use, an address not of this machine and an invalid one, for --port and --admin-port, before making the data directory', async () => {
     const dir = appDir({ 'app.js': OK_APP });
     const holder = createServer();
     await new Promise<void>((r) => holder.listen(0, '127.0.0.1', () => r()));
     const { port } = holder.address() as { port: number };
     try {
-      assertOneLine(perseid(dir, ['start', 'app.js', '--port', String(port)]), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use .*--port or PORT`));
+      assertOneLine(perseid(dir, ['start', 'app.js', '--port', String(port)]), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use .*--port or PORT$`));
+      assertOneLine(
+        perseid(dir, ['start', 'app.js', '--port', '0', '--admin-port', String(port)]),
+        new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use .*choose another port with --admin-port or PERSEID_ADMIN_PORT$`),
+      );
     } finally {
       holder.close();
     }
     // 192.0.2.1 is TEST-NET-1: never an address of this machine. Binding sends nothing.
     assertOneLine(perseid(dir, ['start', 'app.js', '--host', '192.0.2.1', '--port', '0']), /192\.0\.2\.1 is not an address of this machine: use 127\.0\.0\.1, 0\.0\.0\.0/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--host', '999.1.1.1', '--port', '0']), /: 999\.1\.1\.1 is not a valid IP address: give one such as 127\.0\.0\.1 or 0\.0\.0\.0 .*with --host or HOST$/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0', '--admin-port', '1', '--admin-host', '10.0.0.300']), /: 10\.0\.0\.300 is not a valid IP address: .*with --admin-host or PERSEID_ADMIN_HOST$/);
     assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
   });
 
@@ -93,11 +122,22 @@ describe('perseid start: start-up errors', () => {
     try {
       assertOneLine(
         perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', data]),
-        new RegExp(`^perseid start: The data directory .*data is in use by another process \\(pid ${first.child.pid} on .*\\): stop it, or give this one another data directory$`),
+        new RegExp(`^perseid start: the data directory .*data is in use by another process \\(pid ${first.child.pid} on .*\\): stop it, or give this one another data directory$`),
       );
     } finally {
       await first.stop('SIGINT');
     }
+  });
+
+  it('says which MongoDB it cannot reach, its password hidden, and that a MONGO_URL is not one before loading the app', () => {
+    const dir = appDir({ 'app.js': OK_APP });
+    assertOneLine(
+      perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: 'notaurl' }),
+      /^perseid start: MONGO_URL is not a valid MongoDB connection string \(Invalid scheme, expected connection string to start with "mongodb:\/\/" or "mongodb\+srv:\/\/"\): fix it; the form is mongodb:\/\/host:27017\/database$/,
+    );
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: 'mongodb://127.0.0.1:1/x', MONGO_OPLOG_URL: 'mongodb://h/x?nosuchoption=1' }), /^perseid start: MONGO_OPLOG_URL is not a valid MongoDB connection string \(option nosuchoption is not supported\)/);
+    const out = perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: 'mongodb://someone:secret@127.0.0.1:1/x?serverSelectionTimeoutMS=300' });
+    assertOneLine(out, /^perseid start: cannot reach MongoDB at mongodb:\/\/someone:\*\*\*@127\.0\.0\.1:1\/x\?serverSelectionTimeoutMS=300 within 300 ms: connect ECONNREFUSED 127\.0\.0\.1:1$/);
   });
 
   it('gives up on an unreachable Redis within the bound, saying why', () => {
@@ -111,5 +151,10 @@ describe('perseid start: start-up errors', () => {
     assertOneLine(out, /cannot reach Redis at redis:\/\/127\.0\.0\.1:1\/? within 1500 ms \(connect ECONNREFUSED 127\.0\.0\.1:1\): start it, or fix REDIS_URL/);
     assert.ok(Date.now() - started < 15000, 'bounded');
   });
-});
 
+  it("docs/getting-started.md's table shows each start-up error as the tests above saw it", () => {
+    const documented = documentedStartupErrors();
+    assert.ok(documented.length >= 10, `${documented.length} messages in the table`);
+    for (const pattern of documented) assert.ok(oneLiners.some((line) => pattern.test(line)), `the table shows ${pattern}, which no start-up error above reads like:\n${oneLiners.join('\n')}`);
+  });
+});

@@ -480,6 +480,16 @@ describe('client browser bundle', () => {
     }
   });
 
+  it('is as big as docs/client.md says', () => {
+    assert.equal(build.status, 0, build.stderr);
+    const { minified, gzip, mingoMinified } = (JSON.parse(readFileSync(new URL('../browser/sizes.json', import.meta.url), 'utf8')) as Record<string, { minified: number; gzip: number; mingoMinified: number }>)['perseid/client']!;
+    const kib = (bytes: number) => (bytes / 1024).toFixed(1);
+    const page = readFileSync(new URL('../../docs/client.md', import.meta.url), 'utf8').replace(/\s+/g, ' ');
+    const stated = /The browser build is ([\d.]+) KiB minified, ([\d.]+) KiB gzip .*?of which the query engine is ([\d.]+) KiB minified/.exec(page);
+    assert.ok(stated, 'docs/client.md states the browser build\'s size');
+    assert.deepEqual(stated.slice(1), [kib(minified), kib(gzip), kib(mingoMinified)], 'docs/client.md: minified, gzip, the query engine (KiB), as npm run build prints them');
+  });
+
   it('refuses the query operators a page leaves to the server with one line naming each', async () => {
     const page = (await import(bundleUrl.href)) as typeof BrowserClient;
     const client = new page.DDPClient('http://127.0.0.1:9', { autoConnect: false, WebSocket: class {} as unknown as WebSocketConstructor });

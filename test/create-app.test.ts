@@ -3,18 +3,21 @@
  * with `npm pack`, an app made from the tarball (`npm create perseid` through
  * the create-perseid tarball, and `perseid create` for the other templates),
  * `npm install` there, then the app's own commands: `npm start` until it
- * answers, and `npm test`. Also what the tarball holds. (readme-app.test.ts
- * follows the README's way into an app of one's own.)
+ * answers, and `npm test`. Also what the tarball holds, and `perseid create`
+ * run from this checkout: the app then depends on it, and the output's `cd`
+ * line works pasted into a shell. (readme-app.test.ts follows the README's way
+ * into an app of one's own.)
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DDPClient } from '../src/client/node.js';
 
 import { NPM_FLAGS, npm, npmStart, pack, REPO } from './npm.js';
+import { CLI } from './processes.js';
 
 describe('a new app from the packed tarball', () => {
   let work: string;
@@ -81,5 +84,63 @@ describe('a new app from the packed tarball', () => {
     const again = spawnSync(process.execPath, [join(installed, 'perseid', 'dist', 'src', 'cli', 'main.js'), 'create', join(work, 'chat-app')], { encoding: 'utf8' });
     assert.equal(again.status, 1);
     assert.match(again.stderr, /chat-app already exists and is not an empty directory: choose a new name/);
+  });
+
+  it('perseid create from an installed copy, without --perseid, asks for the version and says it may not be on the registry', () => {
+    const cli = join(work, 'tasks-app', 'node_modules', 'perseid', 'dist', 'src', 'cli', 'main.js');
+    const out = spawnSync(process.execPath, [cli, 'create', join(work, 'registry-app')], { encoding: 'utf8' });
+    assert.equal(out.status, 0, out.stderr);
+    const { version } = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string };
+    assert.equal(dependencyOf(join(work, 'registry-app')), `^${version}`);
+    assert.match(out.stdout, new RegExp(`^perseid \\^${version.replaceAll('.', '\\.')} may not be on the npm registry yet: if npm install cannot find it, make the app with --perseid <tarball\\|path\\|version>\\.$`, 'm'));
+  });
+});
+
+function dependencyOf(app: string): string | undefined {
+  return (JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies.perseid;
+}
+
+describe('perseid create run from this checkout', () => {
+  const work = realpathSync(mkdtempSync(join(tmpdir(), 'perseid-create-checkout-')));
+  after(() => rmSync(work, { recursive: true, force: true }));
+  const create = (cwd: string, args: string[]) => spawnSync(process.execPath, [resolve(CLI), 'create', ...args], { cwd, encoding: 'utf8' });
+
+  it('makes the app depend on the checkout and says so; its npm install and npm test work', () => {
+    const out = create(work, ['app', '--template', 'tasks']);
+    assert.equal(out.status, 0, out.stderr);
+    assert.equal(dependencyOf(join(work, 'app')), `file:${realpathSync(REPO)}`);
+    assert.ok(out.stdout.split('\n').includes(`It depends on the Perseid checkout this command ran from (file:${realpathSync(REPO)}); --perseid <tarball|path|version> chooses another.`), out.stdout);
+    // The checkout's prepare script (a build) would rewrite dist/ under the other suites' feet.
+    npm(join(work, 'app'), ['install', '--ignore-scripts', ...NPM_FLAGS]);
+    assert.match(npm(join(work, 'app'), ['test']), /# pass 2\n# fail 0/);
+  });
+
+  it('prints a cd line a POSIX shell takes as it is: absolute if given so, quoted when it must be', () => {
+    mkdirSync(join(work, 'here'));
+    const cases: Array<[cwd: string, args: string[], cd: string]> = [
+      [join(work, 'here'), [join(work, 'abs')], `cd ${join(work, 'abs')}`],
+      [join(work, 'here'), ['../rel'], 'cd ../rel'],
+      [join(work, 'here'), ["it's a dir"], `cd 'it'\\''s a dir'`],
+      [join(work, 'here'), ['--', '-dash'], 'cd ./-dash'],
+      [join(work, 'here'), [join(work, 'with space')], `cd '${join(work, 'with space')}'`],
+    ];
+    for (const [cwd, args, cd] of cases) {
+      const out = create(cwd, args);
+      assert.equal(out.status, 0, out.stderr);
+      const line = out.stdout.split('\n').find((l) => l.startsWith('  cd '))?.trim();
+      assert.equal(line, cd);
+      const target = resolve(cwd, args.at(-1)!);
+      assert.equal(execFileSync('sh', ['-c', `${line} && pwd -P`], { cwd, encoding: 'utf8' }).trim(), target, line);
+    }
+  });
+
+  it('refuses a --perseid path that is not there, or a directory that is no package, in one line, and makes nothing', () => {
+    const missing = create(work, ['none', '--perseid', './does-not-exist.tgz']);
+    assert.equal(missing.status, 1);
+    assert.equal(missing.stderr, `perseid create: --perseid ./does-not-exist.tgz: there is no ${join(work, 'does-not-exist.tgz')}: give a perseid tarball (npm pack), a checkout of Perseid, or a version\n`);
+    const notPackage = create(work, ['none', '--perseid', `file:${tmpdir()}`]);
+    assert.equal(notPackage.status, 1);
+    assert.match(notPackage.stderr, /^perseid create: --perseid file:\S+: \S+ has no package\.json: give a perseid tarball/);
+    assert.equal(existsSync(join(work, 'none')), false);
   });
 });

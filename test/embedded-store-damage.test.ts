@@ -256,7 +256,7 @@ describe('embedded store: repair', () => {
     const app = 'dist/examples/tasks/app.js';
     const start = spawnSync(process.execPath, [CLI, 'start', app, '--data-dir', dir, '--port', '0'], { encoding: 'utf8', timeout: 20000 });
     assert.equal(start.status, 1, start.stderr);
-    assert.match(start.stderr, /^perseid start: The embedded store at .* is damaged: wal-00000001\.log line 3: checksum mismatch\. Run `perseid store repair --data-dir .*`/);
+    assert.match(start.stderr, /^perseid start: the embedded store at .* is damaged: wal-00000001\.log line 3: checksum mismatch\. Run `perseid store repair --data-dir .*`/);
     assert.equal(start.stderr.trim().split('\n').length, 1, start.stderr);
 
     const help = spawnSync(process.execPath, [CLI, 'store', 'repair', '--help'], { encoding: 'utf8' });
@@ -277,7 +277,7 @@ describe('embedded store: repair', () => {
     const running = await open(dir);
     const refused = spawnSync(process.execPath, [CLI, 'store', 'repair', '--data-dir', dir], { encoding: 'utf8', timeout: 20000 });
     assert.equal(refused.status, 1);
-    assert.match(refused.stderr, /^perseid store: The data directory .* is in use by another process \(pid \d+ on .*\): stop it/);
+    assert.match(refused.stderr, /^perseid store: the data directory .* is in use by another process \(pid \d+ on .*\): stop it/);
     await running.close();
   });
 });

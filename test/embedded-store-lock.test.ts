@@ -43,7 +43,7 @@ describe('embedded store: the data directory lock', () => {
   it('refuses a second opener in the same process, saying who holds it, and frees the directory on close', async () => {
     const dir = tempDir();
     const store = await open(dir);
-    assert.match(await refused(dir), new RegExp(`^The data directory ${dir} is in use by another process \\(pid ${process.pid} on .* since \\d{4}-.*\\): stop it`));
+    assert.match(await refused(dir), new RegExp(`^the data directory ${dir} is in use by another process \\(pid ${process.pid} on .* since \\d{4}-.*\\): stop it`));
     await store.collection('c').insert({ _id: 'a' });
     await store.close();
     const reopened = await open(dir);
@@ -98,7 +98,7 @@ describe('embedded store: the data directory lock', () => {
       const second = spawnSync('unshare', inNamespace, { encoding: 'utf8', timeout: 20000 });
       assert.equal(second.status, 1, second.stderr);
       assert.equal(second.stderr.trim().split('\n').length, 1, second.stderr);
-      assert.match(second.stderr, new RegExp(`^perseid start: The data directory ${dir} is in use by another process \\(pid 1 on .*\\): stop it`));
+      assert.match(second.stderr, new RegExp(`^perseid start: the data directory ${dir} is in use by another process \\(pid 1 on .*\\): stop it`));
     } finally {
       first.kill('SIGKILL');
       await exited(first);

@@ -227,6 +227,8 @@ export default async function (client, ctx) {
         [['s1', '--url', tasks.url, '--phase', '10'], /--phase must be/],
         [['s1', '--url', tasks.url, '--rate', '5', '--concurrency', '2'], /cannot be combined/],
         [['s1', '--url', tasks.url, '--rate', 'fast'], /--rate must be a number/],
+        [['s1', '--url', tasks.url, '--rate', '-1'], /--rate must be a number from 0\.001 to 100000 \(got -1\)/],
+        [['s1', 's2', '--url', tasks.url], /One scenario at a time \(got s1 and s2\)/],
         [['nope', '--url', tasks.url], /cannot load the scenario 'nope'/],
         [['s1', '--url', 'http://127.0.0.1:9'], /cannot reach http:\/\/127\.0\.0\.1:9/],
         [['s1', '--url', tasks.url, '--rate', '100', '--duration', '100', '--max-users', '10'], /more than --max-users 10/],

@@ -116,6 +116,10 @@ describe('perseid start --role and perseid autoscale on the command line', () =>
     const refusals: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
       [['start', 'dist/examples/tasks/app.js', '--role', 'worker'], {}, /--role must be web, jobs or all \(got worker\)/],
       [['start', 'dist/examples/tasks/app.js', '--role', 'jobs', '--workers', '2'], { MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /--role jobs runs no clients: it needs no --workers/],
+      // The tasks app defines no jobs: the settings are checked all the same.
+      [['start', 'dist/examples/tasks/app.js', '--jobs-concurrency', '0'], {}, /--jobs-concurrency must be an integer from 1 to 1000 \(got 0\)/],
+      [['start', 'dist/examples/tasks/app.js'], { PERSEID_JOBS_CONCURRENCY: '0' }, /--jobs-concurrency must be an integer from 1 to 1000 \(got 0\)/],
+      [['start', 'dist/examples/tasks/app.js', '--jobs-poll-ms', '-1'], {}, /--jobs-poll-ms must be an integer from 10 to 3600000 \(got -1\)/],
       [['autoscale', '--min', '1'], { MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /say how to scale: --local <app>/],
       [['autoscale', '--dry-run', '--local', 'app.js'], { MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /choose one of --local, --dry-run/],
       [['autoscale', '--dry-run'], { MONGO_URL: '' }, /set MONGO_URL/],
@@ -132,5 +136,8 @@ describe('perseid start --role and perseid autoscale on the command line', () =>
       assert.match(out.stderr.split('\n')[0]!, message);
       assert.doesNotMatch(out.stderr, /\n\s+at /, 'a stack trace for a user mistake');
     }
+    const badUrl = await run(['autoscale', '--dry-run'], { REDIS_URL: '', MONGO_URL: 'notaurl' });
+    assert.equal(badUrl.status, 1, badUrl.stderr);
+    assert.match(badUrl.stderr, /^perseid autoscale: MONGO_URL is not a valid MongoDB connection string \(Invalid scheme[^\n]*\n$/);
   });
 });

@@ -1,13 +1,15 @@
 /**
  * Loads an app module (ESM or CommonJS, JavaScript or TypeScript) and runs its
  * setup, turning what goes wrong into one line a person can act on: the file
- * is missing, it has a syntax error (with its file and line), it is written in
- * the other module format, it throws while loading or while setting up.
+ * is missing, it has a syntax error or imports a name its module does not
+ * export (with its file and line), it is written in the other module format,
+ * it throws while loading or while setting up.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { basename, dirname, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { createLogger } from '../log.js';
 import type { PerseidServer } from '../server/app.js';
 import { StartupError } from './startup-error.js';
 import { enableTypeScript, TYPESCRIPT_FILE } from './typescript.js';
@@ -53,6 +55,15 @@ function syntaxErrorLocation(url: string): string | undefined {
   return match ? `${shown(match[1]!)}:${match[2]}` : undefined;
 }
 
+/** Node's link error for a named import its module lacks (a SyntaxError, though the syntax is fine), said as what to change. */
+function missingExport(message: string): string | undefined {
+  const esm = /The requested module '([^']+)' does not provide an export named '([^']+)'/.exec(message);
+  if (esm) return `imports ${esm[2]} from '${esm[1]}', which has no export of that name: check its spelling and case`;
+  const cjs = /^Named export '([^']+)' not found\. The requested module '([^']+)' is a CommonJS module/.exec(message);
+  if (cjs) return `imports ${cjs[1]} from '${cjs[2]}', a CommonJS module that does not export it by name: import its default export and read ${cjs[1]} from that`;
+  return undefined;
+}
+
 function explainLoadError(error: unknown, file: string): StartupError {
   const name = shown(file);
   const message = firstLine(error);
@@ -81,11 +92,25 @@ function explainLoadError(error: unknown, file: string): StartupError {
   if (message.startsWith('Transform failed') && transform) return new StartupError(`syntax error in ${shown(transform[1]!)}:${transform[2]}: ${transform[3]}`, error);
   if (error instanceof SyntaxError) {
     // A syntax error thrown by running code (JSON.parse, new Function) has the app's frame; one from parsing has none.
-    const where = appLocation(error) ?? (TYPESCRIPT_FILE.test(file) ? undefined : syntaxErrorLocation(pathToFileURL(file).href));
-    return new StartupError(`syntax error in ${where ?? name}: ${message}`, error);
+    const where = appLocation(error) ?? (TYPESCRIPT_FILE.test(file) ? undefined : syntaxErrorLocation(pathToFileURL(file).href)) ?? name;
+    const missing = missingExport(message);
+    return new StartupError(missing ? `${where} ${missing}` : `syntax error in ${where}: ${message}`, error);
   }
   const where = appLocation(error);
   return new StartupError(`${name} failed while loading: ${message}${where ? ` (at ${where})` : ''}`, error);
+}
+
+/**
+ * Node 20.19+ runs an ES module in a package.json without "type" after
+ * parsing it as CommonJS first, and warns in four lines (once per package):
+ * one line naming the file and the package.json to change instead.
+ */
+function typelessPackage(warning: Error): string | undefined {
+  if ((warning as NodeJS.ErrnoException).code !== 'MODULE_TYPELESS_PACKAGE_JSON') return undefined;
+  const file = /(file:\/\/\S+) is not specified/.exec(warning.message)?.[1];
+  const pkg = /add "type": "module" to (.+?)\.?$/m.exec(warning.message)?.[1];
+  if (!file || !pkg) return undefined;
+  return `${shown(file)} is an ES module but ${shown(pkg)} does not say so: add "type": "module" to it (or rename the file to .mjs); Node otherwise parses it twice`;
 }
 
 /** Fails unless `path` is a file; resolves it. */
@@ -101,10 +126,13 @@ export async function loadAppModule(path: string): Promise<AppSetup> {
   const file = checkAppFile(path);
   if (TYPESCRIPT_FILE.test(file)) await enableTypeScript();
   let loaded: { default?: unknown };
-  // Node warns about the module format before failing; our one line says it (and what to do) instead.
+  // Node's own warnings about the module format (several lines each) become our one line saying what to do.
   const printers = process.listeners('warning');
   const filter = (warning: Error) => {
-    if (!warning.message.startsWith('To load an ES module')) for (const print of printers) print(warning);
+    if (warning.message.startsWith('To load an ES module')) return; // it fails next, and says so
+    const typeless = typelessPackage(warning);
+    if (typeless) createLogger('perseid').warn(typeless);
+    else for (const print of printers) print(warning);
   };
   process.removeAllListeners('warning').on('warning', filter);
   try {
@@ -112,6 +140,8 @@ export async function loadAppModule(path: string): Promise<AppSetup> {
   } catch (error) {
     throw explainLoadError(error, file);
   } finally {
+    // Node emits a warning on a later tick, which a module with no I/O to wait on reaches only after the import resolved.
+    await new Promise((next) => setImmediate(next));
     process.off('warning', filter);
     for (const print of printers) process.on('warning', print);
   }

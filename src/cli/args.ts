@@ -57,7 +57,7 @@ export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.P
   }
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: negativeValuesJoined(argv, command.options), options, allowPositionals: true, strict: true });
   } catch (error) {
     throw new UsageError(explainParseError(error as NodeJS.ErrnoException, ['help', ...Object.keys(command.options)]));
   }
@@ -71,6 +71,26 @@ export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.P
     values[name] = value ?? spec.default;
   }
   return { values, positionals: parsed.positionals, help: parsed.values.help === true };
+}
+
+/**
+ * `--drain-ms -5` as `--drain-ms=-5`: node:util takes a value starting with '-'
+ * for a flag, so a negative number would be refused as a missing value instead
+ * of reaching the option's range check, which says what is allowed.
+ */
+function negativeValuesJoined(argv: readonly string[], specs: Record<string, OptionSpec>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return [...out, ...argv.slice(i)];
+    const name = arg.startsWith('--') ? arg.slice(2) : Object.keys(specs).find((n) => specs[n]!.short !== undefined && arg === `-${specs[n]!.short}`);
+    const next = argv[i + 1];
+    if (name !== undefined && specs[name]?.type === 'string' && next !== undefined && /^-\.?\d/.test(next)) {
+      out.push(`--${name}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
 }
 
 /** The flag meant by a mistyped one, when one is close enough to be a likely typo. */
@@ -91,9 +111,19 @@ function explainParseError(error: NodeJS.ErrnoException, flags: readonly string[
   if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
     const flag = /--([\w-]+)/.exec(error.message)?.[1];
     if (flag && / argument missing/.test(error.message)) return `--${flag} needs a value`;
+    // What follows the flag starts with '-' (another flag, most likely).
+    if (flag && / argument is ambiguous/.test(error.message)) return `--${flag} needs a value (one starting with '-' is written --${flag}=<value>)`;
     if (flag) return `--${flag} takes no value`;
   }
   return error.message.split('. ')[0]!;
+}
+
+/** The command's one positional argument (its app module, directory, scenario): none, or more than one, is a usage error. */
+export function onePositional(parsed: Parsed, missing: string, what: string): string {
+  const [first, ...extra] = parsed.positionals;
+  if (first === undefined) throw new UsageError(missing);
+  if (extra.length > 0) throw new UsageError(`One ${what} at a time (got ${[first, ...extra.slice(0, -1)].join(', ')} and ${extra.at(-1)})`);
+  return first;
 }
 
 export function integerOption(values: Parsed['values'], name: string, min: number, max: number): number | undefined {

@@ -8,6 +8,7 @@ import type { Actuator } from '../autoscale/actuator.js';
 import { configProblem, METRICS, type Metric, type PolicyConfig, type Rule } from '../autoscale/policy.js';
 import { createLogger, redactedUrl, setLogLevel, type LogLevel } from '../log.js';
 import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { checkMongoUrls } from './preflight.js';
 import { openDiscoveryStore } from './scale-out.js';
 
 const DEFAULT_RULES = ['sessions:300:100', 'cpuPercent:70:30'];
@@ -123,6 +124,7 @@ export async function runAutoscale(parsed: Parsed, env: NodeJS.ProcessEnv = proc
   if (discovery !== 'redis' && discovery !== 'mongo') throw new UsageError(`--discovery must be redis or mongo (got ${discovery})`);
   if (!mongoUrl) throw new UsageError('perseid autoscale reads the cluster\'s registry: set MONGO_URL (and REDIS_URL for a registry in Redis) as the servers have them.');
   if (discovery === 'redis' && !redisUrl) throw new UsageError('Discovery in Redis needs REDIS_URL (or use --discovery mongo).');
+  await checkMongoUrls(env);
   const metricsPort = integerOption(values, 'metrics-port', 0, 65535);
   const actuator = await actuatorFrom(values, log);
   const [{ AutoscaleMetrics }, { Autoscaler }, { serveMetrics }] = await Promise.all([

@@ -5,13 +5,20 @@
  * `test` scripts are all it needs.
  */
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join, relative, resolve } from 'node:path';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { UsageError, type CommandSpec, type Parsed } from './args.js';
+import { onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { StartupError } from './startup-error.js';
 
 const TEMPLATES = fileURLToPath(new URL('../../../templates/', import.meta.url));
-const PACKAGE = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string; engines: { node: string } };
+const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url)).replace(/[/\\]$/, '');
+const PACKAGE = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string; engines: { node: string } };
+/**
+ * Perseid runs from a checkout of its repository (its sources are there; an
+ * installed copy, under node_modules, has only dist/): a new app then depends
+ * on that checkout, since Perseid is not on the npm registry yet.
+ */
+const FROM_CHECKOUT = !PACKAGE_ROOT.split(/[/\\]/).includes('node_modules') && existsSync(join(PACKAGE_ROOT, 'src', 'index.ts'));
 export const TEMPLATE_NAMES = ['minimal', 'tasks', 'chat'] as const;
 
 export const createCommand: CommandSpec = {
@@ -24,7 +31,7 @@ export const createCommand: CommandSpec = {
       type: 'string',
       env: 'PERSEID_PACKAGE',
       value: '<spec>',
-      help: `Where the app's npm install gets Perseid: a version range, a tarball (perseid-${PACKAGE.version}.tgz) or a git URL (default ^${PACKAGE.version})`,
+      help: `Where the app's npm install gets Perseid: a version range, a tarball (perseid-${PACKAGE.version}.tgz), a directory or a git URL (default: the checkout perseid runs from, if it runs from one, else ^${PACKAGE.version})`,
     },
   },
   details: [
@@ -42,23 +49,44 @@ function packageName(dir: string): string {
   return name || 'perseid-app';
 }
 
-/** A tarball or a directory given by path becomes a file: spec that works from inside the new app. */
+/** A tarball or a directory given by path becomes a file: spec that works from inside the new app; one that is not there is refused. */
 function perseidSpec(raw: string | undefined): string {
-  if (raw === undefined || raw === '') return `^${PACKAGE.version}`;
-  const isPath = raw.startsWith('.') || raw.startsWith('/') || /\.t(ar\.)?gz$/.test(raw);
-  if (isPath && !/^[a-z+]+:/.test(raw)) return `file:${resolve(raw)}`;
-  return raw;
+  if (raw === undefined || raw === '') return FROM_CHECKOUT ? `file:${PACKAGE_ROOT}` : `^${PACKAGE.version}`;
+  const path = raw.startsWith('file:') ? raw.slice('file:'.length) : raw;
+  const isPath = raw.startsWith('file:') || path.startsWith('.') || isAbsolute(path) || /\.t(ar\.)?gz$/.test(path);
+  if (!isPath || /^[a-z+]+:/.test(path)) return raw;
+  const full = resolve(path);
+  const missing = !existsSync(full) ? `there is no ${full}` : statSync(full).isDirectory() && !existsSync(join(full, 'package.json')) ? `${full} has no package.json` : undefined;
+  if (missing) throw new StartupError(`--perseid ${raw}: ${missing}: give a perseid tarball (npm pack), a checkout of Perseid, or a version`);
+  return `file:${full}`;
+}
+
+/** Where Perseid comes from, said once the app is made: the default needs saying either way. */
+function specNote(raw: string | undefined, spec: string): string | undefined {
+  if (raw !== undefined && raw !== '') return undefined;
+  if (FROM_CHECKOUT) return `It depends on the Perseid checkout this command ran from (${spec}); --perseid <tarball|path|version> chooses another.`;
+  return `perseid ${spec} may not be on the npm registry yet: if npm install cannot find it, make the app with --perseid <tarball|path|version>.`;
+}
+
+/** `target` as the user gave it: relative to here when given so and that is not longer, else absolute. */
+function shownPath(given: string, target: string): string {
+  const rel = relative(process.cwd(), target) || '.';
+  return isAbsolute(given) || rel.length > target.length ? target : rel;
+}
+
+/** `path` as a POSIX shell reads it after `cd`: quoted when it holds anything a shell would read differently. */
+function shellWord(path: string): string {
+  const word = path.startsWith('-') ? `./${path}` : path;
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
 export async function runCreate(parsed: Parsed): Promise<number> {
-  const [dir, extra] = parsed.positionals;
-  if (!dir) throw new UsageError('Missing the directory: perseid create <dir>, e.g. perseid create my-app');
-  if (extra !== undefined) throw new UsageError(`One directory at a time (got ${dir} and ${extra})`);
+  const dir = onePositional(parsed, 'Missing the directory: perseid create <dir>, e.g. perseid create my-app', 'directory');
   const template = String(parsed.values.template);
   if (!(TEMPLATE_NAMES as readonly string[]).includes(template)) throw new UsageError(`--template must be one of ${TEMPLATE_NAMES.join(', ')} (got ${template})`);
   const target = resolve(dir);
   if (existsSync(target) && (!statSync(target).isDirectory() || readdirSync(target).length > 0)) {
-    throw new StartupError(`${dir} already exists and is not an empty directory: choose a new name, e.g. perseid create ${dir}-2`);
+    throw new StartupError(`${dir} already exists and is not an empty directory: choose a new name, e.g. perseid create ${shellWord(`${dir}-2`)}`);
   }
   const name = packageName(dir);
   const spec = perseidSpec(parsed.values.perseid as string | undefined);
@@ -80,13 +108,15 @@ export async function runCreate(parsed: Parsed): Promise<number> {
   // Written here: npm leaves .gitignore files out of packages, so a template cannot carry one.
   writeFileSync(join(target, '.gitignore'), 'node_modules/\n.perseid/\n');
 
-  const shown = relative(process.cwd(), target) || '.';
+  const shown = shownPath(dir, target);
+  const note = specNote(parsed.values.perseid as string | undefined, spec);
   process.stdout.write(
     [
       `Created ${name} in ${shown} from the ${template} template.`,
+      ...(note ? [note] : []),
       '',
       'Next:',
-      `  cd ${shown}`,
+      `  cd ${shellWord(shown)}`,
       '  npm install',
       '  npm run dev    # http://127.0.0.1:3000, reloads on every save',
       '  npm test',

@@ -9,7 +9,7 @@ import { dirname, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createLogger, setLogLevel, type LogLevel } from '../log.js';
 import { checkAppFile } from './app-module.js';
-import { UsageError, type CommandSpec, type Parsed } from './args.js';
+import { onePositional, type CommandSpec, type Parsed } from './args.js';
 import { startCommand } from './start.js';
 
 const { workers: _workers, ...serverOptions } = startCommand.options;
@@ -51,8 +51,7 @@ function startArgs(argv: readonly string[]): string[] {
 }
 
 export async function runDev(parsed: Parsed, argv: readonly string[] = process.argv.slice(3)): Promise<number | undefined> {
-  const [appPath] = parsed.positionals;
-  if (!appPath) throw new UsageError('Missing the app module: perseid dev <app-module>');
+  const appPath = onePositional(parsed, 'Missing the app module: perseid dev <app-module>', 'app module');
   checkAppFile(appPath);
   setLogLevel(String(parsed.values['log-level']) as LogLevel);
   const log = createLogger('dev');

@@ -41,20 +41,32 @@ export function readRole(values: Parsed['values']): ServerRole {
   return role as ServerRole;
 }
 
+export interface JobsSettings {
+  leaseTtlMs: number;
+  pollMs: number;
+  concurrency: number;
+}
+
+/** The jobs engine's settings, read at start-up whether or not the app defines jobs, so a bad one is refused either way. */
+export function readJobsSettings(values: Parsed['values']): JobsSettings {
+  return {
+    leaseTtlMs: integerOption(values, 'jobs-lease-ms', 300, 3_600_000)!,
+    pollMs: integerOption(values, 'jobs-poll-ms', 10, 3_600_000)!,
+    concurrency: integerOption(values, 'jobs-concurrency', 1, 1000)!,
+  };
+}
+
 /** Starts the jobs engine of `server` unless its role is web; resolves with how to stop it. */
 export async function startJobs(
   server: PerseidServer,
   database: Database,
-  values: Parsed['values'],
+  settings: JobsSettings,
   env: NodeJS.ProcessEnv,
   holder: string,
   log: Logger,
 ): Promise<() => Promise<void>> {
   // A web process never runs jobs; an app that defines none needs no engine (nor its queries every poll).
   if (server.role === 'web' || server.jobs.names.length === 0) return async () => undefined;
-  const leaseTtlMs = integerOption(values, 'jobs-lease-ms', 300, 3_600_000)!;
-  const pollMs = integerOption(values, 'jobs-poll-ms', 10, 3_600_000)!;
-  const concurrency = integerOption(values, 'jobs-concurrency', 1, 1000)!;
   let leases: LeaseFactory;
   let closeLeases = async () => undefined as void;
   let kind: string;
@@ -74,7 +86,7 @@ export async function startJobs(
     leases = (options) => new DatabaseLease(collection, options);
     kind = 'database';
   }
-  await server.jobs.start({ database, leases, holder, leaseTtlMs, pollMs, concurrency, role: server.role, log: log.child('jobs') });
+  await server.jobs.start({ database, leases, holder, ...settings, role: server.role, log: log.child('jobs') });
   log.info('jobs engine started', { role: server.role, leases: kind, runner: server.jobs.runner });
   return async () => {
     await server.jobs.stop();

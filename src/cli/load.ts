@@ -8,7 +8,7 @@ import { LoadSetupError, runScenario, type LoadSettings } from '../load/run-scen
 import type { Phase } from '../load/scenario.js';
 import { BUILT_IN } from '../load/scenarios/index.js';
 import { enableTypeScript, TYPESCRIPT_FILE } from './typescript.js';
-import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { integerOption, numberOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
 
 export const loadCommand: CommandSpec = {
   name: 'load',
@@ -71,9 +71,8 @@ function phaseOption(text: string): Phase {
 }
 
 function settingsFrom(parsed: Parsed): LoadSettings {
-  const { values, positionals } = parsed;
-  const [scenario] = positionals;
-  if (!scenario) throw new UsageError(`Missing the scenario: one of ${Object.keys(BUILT_IN).join(', ')}, or a script path`);
+  const { values } = parsed;
+  const scenario = onePositional(parsed, `Missing the scenario: one of ${Object.keys(BUILT_IN).join(', ')}, or a script path`, 'scenario');
   const urls = (values.url as string[] | undefined) ?? [];
   if (urls.length === 0) throw new UsageError('Missing --url <server>');
   for (const url of urls) {

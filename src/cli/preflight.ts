@@ -1,37 +1,52 @@
 /**
  * Checks `perseid start` makes before it creates anything: that the port can
- * be bound, that the data directory can be made and written, that Redis
- * answers. Each failure is a StartupError saying what to change.
+ * be bound, that the data directory can be made and written, that MongoDB's
+ * URLs parse, that Redis answers. Each failure is a StartupError saying what
+ * to change.
  */
 import { accessSync, constants, statSync, type Stats } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { redactedUrl } from '../log.js';
 import { StartupError } from './startup-error.js';
 
+/** The flags (and environment variables) that set an address `perseid start` listens on, named in what to change. */
+export interface AddressFlags {
+  port: string;
+  host: string;
+}
+export const MAIN_ADDRESS: AddressFlags = { port: '--port or PORT', host: '--host or HOST' };
+export const ADMIN_ADDRESS: AddressFlags = { port: '--admin-port or PERSEID_ADMIN_PORT', host: '--admin-host or PERSEID_ADMIN_HOST' };
+
+/** Looks like an IP address (digits and dots, or a colon) without being one: not a host name to resolve. */
+function badIpAddress(host: string): boolean {
+  return isIP(host) === 0 && (/^[\d.]+$/.test(host) || host.includes(':'));
+}
+
 /** One line for an error of `listen(port, host)`, or undefined when it is not one a person can fix. */
-export function listenFailure(error: NodeJS.ErrnoException, port: number, host: string): StartupError | undefined {
+export function listenFailure(error: NodeJS.ErrnoException, port: number, host: string, flags: AddressFlags = MAIN_ADDRESS): StartupError | undefined {
   switch (error.code) {
     case 'EADDRINUSE':
-      return new StartupError(`port ${port} on ${host} is already in use (another server?): stop it, or choose another port with --port or PORT`);
+      return new StartupError(`port ${port} on ${host} is already in use (another server?): stop it, or choose another port with ${flags.port}`);
     case 'EADDRNOTAVAIL':
-      return new StartupError(`${host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 (every interface) or one of its own addresses with --host or HOST`);
+      return new StartupError(`${host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 (every interface) or one of its own addresses with ${flags.host}`);
     case 'EACCES':
-      return new StartupError(`port ${port} needs privileges this process does not have: choose a port above 1023 with --port or PORT`);
+      return new StartupError(`port ${port} needs privileges this process does not have: choose a port above 1023 with ${flags.port}`);
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
-      return new StartupError(`cannot resolve the host name ${host}: give an IP address with --host or HOST`);
+      if (badIpAddress(host)) return new StartupError(`${host} is not a valid IP address: give one such as 127.0.0.1 or 0.0.0.0 (every interface) with ${flags.host}`);
+      return new StartupError(`cannot resolve the host name ${host}: give an IP address with ${flags.host}`);
     default:
       return undefined;
   }
 }
 
 /** Binds and releases `port` on `host`, so a taken port is reported before the data directory is made. */
-export async function checkPort(port: number, host: string): Promise<void> {
+export async function checkPort(port: number, host: string, flags: AddressFlags = MAIN_ADDRESS): Promise<void> {
   // Port 0 too: the host may not be an address of this machine.
   await new Promise<void>((resolvePort, reject) => {
     const probe = createServer();
-    probe.once('error', (error: NodeJS.ErrnoException) => reject(listenFailure(error, port, host) ?? error));
+    probe.once('error', (error: NodeJS.ErrnoException) => reject(listenFailure(error, port, host, flags) ?? error));
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolvePort()));
   });
 }
@@ -64,6 +79,22 @@ export function checkDataDir(dir: string): void {
         ? `the data directory ${dir} is not writable by this user: fix its permissions, or ${remedy}`
         : `the data directory ${dir} cannot be created: ${existing} is not writable by this user; ${remedy}`,
     );
+  }
+}
+
+/** MONGO_URL and MONGO_OPLOG_URL, when set, must be MongoDB connection strings: the driver's parse error, said as what to fix. */
+export async function checkMongoUrls(env: NodeJS.ProcessEnv): Promise<void> {
+  const { MongoClient } = await import('mongodb');
+  for (const name of ['MONGO_URL', 'MONGO_OPLOG_URL']) {
+    const url = env[name];
+    if (!url) continue;
+    try {
+      // The constructor parses the string and its options; nothing connects before connect().
+      void new MongoClient(url);
+    } catch (error) {
+      const reason = (error as Error).message.split('\n')[0]!.replace(/\.$/, '');
+      throw new StartupError(`${name} is not a valid MongoDB connection string (${reason}): fix it; the form is mongodb://host:27017/database`, error);
+    }
   }
 }
 

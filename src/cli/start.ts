@@ -10,17 +10,18 @@ import { DatabaseUnavailableError } from '../data/driver.js';
 import type { ChangeSourceChoice } from '../data/mongo/store.js';
 import type { ChangeSourceKind } from '../data/change-source.js';
 import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
+import { apmSetting } from '../metrics/apm.js';
 import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerOptions } from '../server/app.js';
 import { forwardedCountFromEnv } from '../server/connection-handle.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
-import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
-import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
+import { integerOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { ADMIN_ADDRESS, checkDataDir, checkMongoUrls, checkPort, checkRedis, listenFailure, MAIN_ADDRESS, type AddressFlags } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { StoreError } from '../data/embedded/store-errors.js';
-import { readRole, roleOptions, startJobs } from './jobs-role.js';
+import { readJobsSettings, readRole, roleOptions, startJobs } from './jobs-role.js';
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
 export const startCommand: CommandSpec = {
@@ -133,11 +134,11 @@ async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
 }
 
 /** Listens, turning a port in use or an address not of this machine into one line. */
-async function listenOn<T>(listen: () => Promise<T>, port: number, host: string): Promise<T> {
+async function listenOn<T>(listen: () => Promise<T>, port: number, host: string, flags: AddressFlags = MAIN_ADDRESS): Promise<T> {
   try {
     return await listen();
   } catch (error) {
-    throw listenFailure(error as NodeJS.ErrnoException, port, host) ?? error;
+    throw listenFailure(error as NodeJS.ErrnoException, port, host, flags) ?? error;
   }
 }
 
@@ -152,6 +153,7 @@ async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) =>
     () => new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())),
     port,
     host,
+    ADMIN_ADDRESS,
   );
   server.unref();
   log.info(`operational endpoints at ${shownUrl(host, port)}/perseid/dashboard`);
@@ -215,8 +217,7 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
 }
 
 export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<PerseidServer | Primary> {
-  const [appPath] = parsed.positionals;
-  if (!appPath) throw new UsageError('Missing the app module: perseid start <app-module>');
+  const appPath = onePositional(parsed, 'Missing the app module: perseid start <app-module>', 'app module');
   const { values } = parsed;
   const level = String(values['log-level']);
   if (!LEVELS.includes(level)) throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
@@ -227,6 +228,8 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const host = String(values.host);
   const compression = compressionOption(values.compression as string | undefined, env);
   const role = readRole(values);
+  const jobs = readJobsSettings(values);
+  if (apmSetting(env.PERSEID_APM) === undefined) throw new UsageError(`PERSEID_APM must be on or off (got ${env.PERSEID_APM})`);
   const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
   const adminPort = values['admin-port'] === undefined ? undefined : integerOption(values, 'admin-port', 1, 65535)!;
   const adminHost = String(values['admin-host']);
@@ -240,9 +243,10 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   if (!isWorker()) {
     // Before anything is made or opened: the port, where the data goes, what must answer.
     checkAppFile(appPath);
+    await checkMongoUrls(env);
     await checkPort(port, host);
     if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
-    if (adminPort !== undefined) await checkPort(adminPort, adminHost);
+    if (adminPort !== undefined) await checkPort(adminPort, adminHost, ADMIN_ADDRESS);
     if (scale.redisUrl && (scale.fanout || (scale.publicUrl && scale.discovery === 'redis'))) await checkRedis(scale.redisUrl, connectTimeoutMs(env));
   }
   // Every process of a fan-out cluster (workers too) hears the bus itself.
@@ -257,7 +261,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     const database = await openAppDatabase(undefined);
     const server = await bootApp(setup, appPath, serverOptions, database);
     await serveAsWorker(server);
-    const stopJobs = await startJobs(server, database, values, env, id, log);
+    const stopJobs = await startJobs(server, database, jobs, env, id, log);
     process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
     return server;
   }
@@ -321,7 +325,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;
   if (!joined) monitor.stop();
-  const stopJobs = await startJobs(server, database, values, env, id, log);
+  const stopJobs = await startJobs(server, database, jobs, env, id, log);
   // Jobs stop alongside the drain (running attempts may finish), before the database closes.
   const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
   // Before the line that says it runs: whoever waits for that line may signal at once.

@@ -153,8 +153,15 @@ export interface ApmReport {
   cpuLastMinute: number;
 }
 
+/** PERSEID_APM: on (also when unset) or off; undefined for anything else, which `perseid start` refuses. */
+export function apmSetting(raw: string | undefined): boolean | undefined {
+  const value = (raw ?? '').trim().toLowerCase();
+  if (value === '' || value === 'on') return true;
+  return value === 'off' ? false : undefined;
+}
+
 export class Apm {
-  enabled = process.env.PERSEID_APM !== 'off';
+  enabled = apmSetting(process.env.PERSEID_APM) ?? true;
   readonly methods = new BoundedNames<MethodStats>(NAME_CAP, (name) => new MethodStats(name));
   readonly publications = new BoundedNames<PublicationStats>(NAME_CAP, (name) => new PublicationStats(name));
   readonly liveQueries = new LiveQueryStats();

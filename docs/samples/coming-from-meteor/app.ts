@@ -1,13 +1,14 @@
 // A Meteor app's server code, moved over: the same methods and publications, registered on `server`.
 // Meteor:  Meteor.methods({ ... }); Meteor.publish('name', fn); new Mongo.Collection('links')
-import { Collection, DDPError, type PerseidServer } from 'perseid';
+import { Collection, check, type PerseidServer } from 'perseid';
 
 export const Links = new Collection<{ _id: string; title: string; url: string; createdAt: Date; owner: string | null }>('links');
 
 export default function app(server: PerseidServer): void {
   server.methods({
     async 'links.insert'(title: unknown, url: unknown) {
-      if (typeof title !== 'string' || typeof url !== 'string') throw new DDPError(400, 'Match failed'); // check(title, String)
+      check(title, String); // as in Meteor: a mismatch reaches the client as 400 "Match failed"
+      check(url, String);
       return Links.insertAsync({ title, url, createdAt: new Date(), owner: this.userId });
     },
   });

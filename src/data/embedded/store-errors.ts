@@ -8,12 +8,12 @@ import { defineThrownError, type CataloguedError } from '../../ddp/errors.js';
 const IN_USE = defineThrownError(
   'STORE_IN_USE',
   'STORE_IN_USE',
-  'The data directory {dir} is in use by another process ({holder}): stop it, or give this one another data directory',
+  'the data directory {dir} is in use by another process ({holder}): stop it, or give this one another data directory',
 );
 const DAMAGED = defineThrownError(
   'STORE_DAMAGED',
   'STORE_DAMAGED',
-  'The embedded store at {dir} is damaged: {what}. Run `perseid store repair --data-dir {dir}` to set the damaged records aside and keep every intact one',
+  'the embedded store at {dir} is damaged: {what}. Run `perseid store repair --data-dir {dir}` to set the damaged records aside and keep every intact one',
 );
 
 function fill(entry: CataloguedError, values: Record<string, string>): string {
