@@ -160,6 +160,18 @@ describe('the merge box', () => {
     );
   });
 
+  it('ignores what a holder tells after it has left (a subscription stopped while its query was loading)', () => {
+    const client = new ClientCopy();
+    const box = new MergeBox(client, () => 'SERVER_MERGE');
+    const [a, b, c] = [new TestHolder(box), new TestHolder(box), new TestHolder(box)];
+    a.set('d', { x: 1 });
+    box.unregister(c.view, c);
+    c.set('late', { x: 2 });
+    b.set('d', { y: 2 });
+    assert.deepEqual([...client.docs.keys()], ['d']);
+    assert.deepEqual(client.docs.get('d'), { x: 1, y: 2 });
+  });
+
   it('matches the model when many holders share sources that change before they tell each holder', () => {
     for (const seed of [11, 12, 13]) {
       const next = random(seed);

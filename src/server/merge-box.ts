@@ -140,7 +140,8 @@ export class CollectionView {
    * attached): a source is ranked, once and for good, by its first holder here.
    */
   sourceKnown(holder: Holder): void {
-    if (!this.sourceRanks.has(holder.source)) this.sourceRanks.set(holder.source, this.ranks.get(holder)!);
+    const rank = this.ranks.get(holder);
+    if (rank !== undefined && !this.sourceRanks.has(holder.source)) this.sourceRanks.set(holder.source, rank);
   }
 
   /**
@@ -152,6 +153,8 @@ export class CollectionView {
       this.sink.sendEncoded(shared ? shared.message() : encodeAdded(this.name, key, fields));
       return;
     }
+    // A holder that has left (its subscription stopped while its live query was still loading) tells nothing.
+    if (!this.ranks.has(holder)) return;
     const docs = this.docs!;
     const { source } = holder;
     const entry = docs.get(key);
@@ -192,6 +195,7 @@ export class CollectionView {
       else this.sendDiff(key, before, after);
       return;
     }
+    if (!this.ranks.has(holder)) return;
     const entry = this.docs!.get(key);
     const { source } = holder;
     if (entry instanceof Told) {
@@ -211,6 +215,7 @@ export class CollectionView {
       this.sink.sendEncoded(shared ? shared.message() : encodeRemoved(this.name, key));
       return;
     }
+    if (!this.ranks.has(holder)) return;
     const docs = this.docs!;
     const entry = docs.get(key);
     const { source } = holder;
