@@ -10,4 +10,5 @@ export type { LoadReport, ServerFigures } from './report/model.js';
 export { summaryText } from './report/summary.js';
 export { htmlReport } from './report/html.js';
 export { compareReports, compareText, type Change } from './report/compare.js';
-export { ProcessSampler, cpuSeconds } from './process-sampler.js';
+export { ProcessSampler } from './process-sampler.js';
+export { cpuSeconds } from './process-table.js';

@@ -150,8 +150,8 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
         : await runLoad({ ...options, scenario: module.default, onProgress: settings.onProgress, progressExtra });
     let server: ServerFigures | undefined;
     if (sampler && pid !== undefined) {
-      const { cpuSeconds, peakRssMb } = sampler.stop();
-      server = { pid, cpuSeconds, cpuPercent: (100 * cpuSeconds) / result.seconds, peakRssMb, samples: serverSamples(sampler) };
+      const { cpuSeconds, peakRssMb, processes } = sampler.stop();
+      server = { pid, processes, cpuSeconds, cpuPercent: (100 * cpuSeconds) / result.seconds, peakRssMb, samples: serverSamples(sampler) };
       sampler = undefined;
     }
     const subscribe = result.measures.subscribe;

@@ -11,7 +11,10 @@ export interface ServerSample {
 }
 
 export interface ServerFigures {
+  /** The process sampled, with every process under it. */
   pid: number;
+  /** The most processes there were at once (the pid's and those under it). */
+  processes: number;
   cpuSeconds: number;
   cpuPercent: number;
   peakRssMb: number;
