@@ -36,7 +36,7 @@ export const loadCommand: CommandSpec = {
     grace: { type: 'string', value: '<s>', help: 'How long users may run after the last one started before they are stopped (default 60)' },
     processes: { type: 'string', value: '<n>', help: 'Spread the users over n generator processes (user k in process k mod n) and merge what they measure, when one core cannot drive the load (default 1)' },
     'server-pid': { type: 'string', value: '<pid>', help: 'Sample the CPU and memory of this process and every process under it (Linux /proc)' },
-    spawn: { type: 'string', value: '<command>', help: 'Start the server with this command, sample it, stop it afterwards' },
+    spawn: { type: 'string', value: '<command>', help: 'Start the server with this command in a process group of its own, sample it like --server-pid, stop the group afterwards' },
     json: { type: 'string', value: '<file>', help: 'Write the full report as JSON' },
     html: { type: 'string', value: '<file>', help: 'Write a self-contained HTML report with charts' },
     compare: { type: 'string', value: '<report.json>', help: 'Print how every figure changed against an earlier --json report' },

@@ -93,3 +93,9 @@ export function descendants(table: Map<number, ProcessStat>, roots: Iterable<num
   }
   return [...found.values()];
 }
+
+/** Whether any live (not zombie) process is in process group `pgrp`. */
+export function groupAlive(pgrp: number): boolean {
+  for (const p of processTable().values()) if (p.pgrp === pgrp && p.state !== 'Z' && p.state !== 'X') return true;
+  return false;
+}

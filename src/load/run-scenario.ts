@@ -3,7 +3,6 @@
  * or a script), check the server answers, sample its process if asked, run the
  * users, and assemble the report.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { toWebSocketUrl } from '../client/url.js';
@@ -13,6 +12,7 @@ import { runLoadInProcesses } from './processes.js';
 import { runLoad, type RunOptions } from './runner.js';
 import type { Phase, ScenarioModule } from './scenario.js';
 import { BUILT_IN } from './scenarios/index.js';
+import { SpawnedServer } from './spawned-server.js';
 
 export interface LoadSettings {
   /** The server, or several: users are spread over them in turn. */
@@ -57,11 +57,12 @@ export async function loadScenario(name: string): Promise<{ module: ScenarioModu
 }
 
 /** Checks that something answers at the URL before starting users, for a clear message instead of N connection errors. */
-async function reachable(url: string, timeoutMs: number): Promise<string | undefined> {
+async function reachable(url: string, timeoutMs: number, server?: SpawnedServer): Promise<string | undefined> {
   const http = new URL(toWebSocketUrl(url).replace(/^ws/, 'http'));
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
+    if (server?.exited) return `the --spawn command ${server.exited}`;
     try {
       await fetch(`${http.origin}/`, { signal: AbortSignal.timeout(2000) });
       return undefined;
@@ -71,11 +72,6 @@ async function reachable(url: string, timeoutMs: number): Promise<string | undef
     await new Promise((r) => setTimeout(r, 200));
   }
   return last;
-}
-
-function spawnServer(command: string): ChildProcess {
-  // `exec` makes the command itself the child, so its pid is the server's.
-  return spawn('sh', ['-c', `exec ${command}`], { stdio: ['ignore', 'inherit', 'inherit'] });
 }
 
 function serverSamples(sampler: ProcessSampler): ServerSample[] {
@@ -100,16 +96,20 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
   const params = { ...defaults.params, ...settings.params };
   const timeoutMs = settings.timeoutMs ?? 30000;
 
-  let child: ChildProcess | undefined;
+  let spawned: SpawnedServer | undefined;
   let sampler: ProcessSampler | undefined;
   try {
-    if (settings.spawnServer) child = spawnServer(settings.spawnServer);
+    if (settings.spawnServer) {
+      spawned = await SpawnedServer.start(settings.spawnServer).catch((error: Error) => {
+        throw new LoadSetupError(`cannot start the --spawn command: ${error.message}`);
+      });
+    }
     const urls = [settings.url].flat();
     for (const url of urls) {
-      const problem = await reachable(url, child ? 30000 : 3000);
+      const problem = await reachable(url, spawned ? 30000 : 3000, spawned);
       if (problem) throw new LoadSetupError(`cannot reach ${url}: ${problem}`);
     }
-    const pid = child?.pid ?? settings.serverPid;
+    const pid = spawned?.pid ?? settings.serverPid;
     if (pid !== undefined) {
       try {
         sampler = new ProcessSampler(pid);
@@ -174,9 +174,6 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
     };
   } finally {
     sampler?.stop();
-    if (child && child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child!.once('exit', r));
-    }
+    await spawned?.stop();
   }
 }
