@@ -7,7 +7,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { toWebSocketUrl } from '../client/url.js';
 import { ProcessSampler } from './process-sampler.js';
-import { operationsPerSecond, type LoadReport, type ServerFigures, type ServerSample } from './report/model.js';
+import { operationsPerSecond, type LoadReport, type RunSetup, type ServerFigures, type ServerSample } from './report/model.js';
 import { runLoadInProcesses } from './processes.js';
 import { runLoad, type RunOptions } from './runner.js';
 import type { Phase, ScenarioModule } from './scenario.js';
@@ -85,15 +85,32 @@ function serverSamples(sampler: ProcessSampler): ServerSample[] {
   return out;
 }
 
-export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
+/** What a run will do, resolved from the settings and the scenario's defaults before it starts. */
+export interface RunPlan extends RunSetup {
+  module: ScenarioModule;
+}
+
+export async function planRun(settings: LoadSettings): Promise<RunPlan> {
   const { module, name } = await loadScenario(settings.scenario);
   const defaults = module.options ?? {};
   const fixed = settings.concurrency !== undefined || (settings.phases === undefined && defaults.concurrency !== undefined);
   const shape = fixed
     ? { concurrency: settings.concurrency ?? defaults.concurrency!, duration: settings.duration ?? defaults.duration ?? 60, iterations: settings.iterations }
     : { phases: settings.phases ?? defaults.phases ?? [{ duration: 60, arrivalRate: 4 }] };
-  const client = settings.client ?? defaults.client ?? 'full';
-  const params = { ...defaults.params, ...settings.params };
+  const processes = settings.processes ?? 1;
+  return {
+    module,
+    scenario: { name, description: defaults.description ?? 'custom scenario' },
+    client: settings.client ?? defaults.client ?? 'full',
+    shape: { ...shape, thinkMs: settings.thinkMs ?? 0, ...(processes > 1 ? { processes } : {}) },
+    params: { ...defaults.params, ...settings.params },
+  };
+}
+
+export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
+  const plan = await planRun(settings);
+  const { module, client, shape, params } = plan;
+  const { name } = plan.scenario;
   const timeoutMs = settings.timeoutMs ?? 30000;
 
   let spawned: SpawnedServer | undefined;
@@ -120,8 +137,11 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
     const options = {
       urls,
       client,
-      ...shape,
-      thinkMs: settings.thinkMs ?? 0,
+      phases: shape.phases,
+      concurrency: shape.concurrency,
+      duration: shape.duration,
+      iterations: shape.iterations,
+      thinkMs: shape.thinkMs,
       timeoutMs,
       maxUsers: settings.maxUsers ?? 20000,
       graceSeconds: settings.graceSeconds ?? Math.max(60, (2 * timeoutMs) / 1000),
@@ -136,11 +156,10 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
             return `server ${(((last.cpuSeconds - before.cpuSeconds) / (last.t - before.t)) * 100).toFixed(0)} % CPU ${last.rssMb.toFixed(0)} MB`;
           }
         : undefined;
-    const processes = settings.processes ?? 1;
     const result =
-      processes > 1
+      shape.processes !== undefined
         ? await runLoadInProcesses({
-            processes,
+            processes: shape.processes,
             entry: settings.generatorEntry!,
             scenario: BUILT_IN[name] ? name : resolve(settings.scenario),
             options,
@@ -161,9 +180,9 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
       node: process.version,
       command: settings.command ?? `perseid load ${name}`,
       url: urls.join(' '),
-      scenario: { name, description: defaults.description ?? 'custom scenario' },
+      scenario: plan.scenario,
       client,
-      shape: { ...shape, thinkMs: settings.thinkMs ?? 0, ...(processes > 1 ? { processes } : {}) },
+      shape,
       params,
       ...result,
       rates: {

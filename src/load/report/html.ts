@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { LoadReport } from './model.js';
-import { serverText } from './text.js';
+import { serverText, shapeText } from './text.js';
 
 const require = createRequire(import.meta.url);
 
@@ -74,7 +74,7 @@ export function htmlReport(report: LoadReport): string {
   const facts: string[][] = [
     ['scenario', `${report.scenario.name}: ${report.scenario.description}`],
     ['server URL', report.url],
-    ['shape', report.shape.concurrency !== undefined ? `${report.shape.concurrency} users at once for ${report.shape.duration} s` : (report.shape.phases ?? []).map((p) => `${p.duration} s at ${p.arrivalRate}${p.rampTo !== undefined ? `→${p.rampTo}` : ''}/s`).join(', ')],
+    ['shape', shapeText(report.shape)],
     ['think time', `${report.shape.thinkMs} ms`],
     ['client', report.client],
     ['duration', `${report.seconds.toFixed(1)} s`],
