@@ -12,7 +12,7 @@ import { once } from 'node:events';
 import { groupAlive } from './process-table.js';
 
 /** How long the server may take over its own shutdown before it is killed. */
-export const STOP_GRACE_MS = 5000;
+const STOP_GRACE_MS = 5000;
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 export class SpawnedServer {
