@@ -9,7 +9,7 @@
 import { parseArgs } from 'node:util';
 import { LeanLoadClient } from '../src/load/clients.js';
 import type { ClientCounters } from '../src/load/load-client.js';
-import { cpuSeconds } from '../src/load/process-sampler.js';
+import { cpuSeconds } from '../src/load/process-table.js';
 import { readFileSync } from 'node:fs';
 
 const { values } = parseArgs({

@@ -18,7 +18,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startService, type RunningService } from '../scripts/services/control.js';
-import { cpuSeconds } from '../src/load/process-sampler.js';
+import { cpuSeconds } from '../src/load/process-table.js';
 import type { LoadReport } from '../src/load/report/model.js';
 import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
 import { median } from './stats.js';

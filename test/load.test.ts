@@ -10,7 +10,7 @@ import pubCycleApp from '../bench/apps/pub-cycle.js';
 import tasksApp from '../examples/tasks/app.js';
 import { setDefaultDatabase } from '../src/collections/database.js';
 import { Measurements } from '../src/load/measurements.js';
-import { compareReports } from '../src/load/report/compare.js';
+import { compareReports, compareText } from '../src/load/report/compare.js';
 import { htmlReport } from '../src/load/report/html.js';
 import type { LoadReport } from '../src/load/report/model.js';
 import { runScenario } from '../src/load/run-scenario.js';
@@ -191,15 +191,57 @@ export default async function (client, ctx) {
     }
   });
 
-  it('compares with an earlier report and flags what got worse', async () => {
+  it('compares with an earlier report: what got worse or better, each row read as it stands', async () => {
     const report = await runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 1, arrivalRate: 5 }], params: { tasks: '2' } });
-    assert.ok(compareReports(report, report).every((c) => c.worsePercent === 0));
-    const better: LoadReport = JSON.parse(JSON.stringify(report)) as LoadReport;
-    better.measures.insertTask!.p99 = report.measures.insertTask!.p99 / 2;
-    better.rates.operationsPerSecond = report.rates.operationsPerSecond * 2;
-    const changes = compareReports(report, better);
-    assert.ok(changes.find((c) => c.figure === 'insertTask p99 ms')!.worsePercent > 90);
-    assert.ok(changes.find((c) => c.figure === 'operations/s')!.worsePercent > 40);
+    const same = compareReports(report, report);
+    assert.deepEqual(same.differences, []);
+    assert.ok(same.changes.length > 0 && same.changes.every((c) => c.worsePercent === 0 && c.changePercent === 0));
+    const baseline: LoadReport = JSON.parse(JSON.stringify(report)) as LoadReport;
+    baseline.measures.insertTask!.p99 = report.measures.insertTask!.p99 / 2; // this run's p99 is twice the baseline's
+    baseline.measures.insertTask!.p50 = report.measures.insertTask!.p50 * 2; // and its p50 half
+    baseline.rates.operationsPerSecond = report.rates.operationsPerSecond * 2;
+    const { changes } = compareReports(report, baseline);
+    const change = (figure: string) => changes.find((c) => c.figure === figure)!;
+    assert.ok(change('insertTask p99 ms').worsePercent > 90);
+    assert.equal(Math.round(change('insertTask p99 ms').changePercent), 100);
+    assert.equal(Math.round(change('insertTask p50 ms').changePercent), -50);
+    assert.ok(change('operations/s').worsePercent > 40);
+    const rows = compareText({ differences: [], changes, leftOut: [] }, 10).split('\n');
+    assert.match(rows.find((r) => r.startsWith('insertTask p99 ms'))!, /\+100\.0 %\s+WORSE$/);
+    assert.match(rows.find((r) => r.startsWith('insertTask p50 ms'))!, /-50\.0 %\s+better$/);
+    assert.match(rows.find((r) => r.startsWith('operations/s'))!, /-50\.0 %\s+WORSE$/);
+    assert.match(rows.find((r) => r.startsWith('removeTask p50 ms'))!, /0\.0 %$/, 'no verdict within the threshold');
+    assert.ok(rows.every((r) => !/worse/.test(r) || r.startsWith('compared')), rows.join('\n'));
+  });
+
+  it('compares runs of different lengths on what a length does not sway, and refuses runs of different loads', async () => {
+    const report = await runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 1, arrivalRate: 5 }], params: { tasks: '2' }, serverPid: process.pid });
+    const copy = (change: (r: LoadReport) => void) => {
+      const r = JSON.parse(JSON.stringify(report)) as LoadReport;
+      change(r);
+      return r;
+    };
+    const shorter = compareReports(report, copy((r) => (r.shape.phases = [{ duration: 0.5, arrivalRate: 5 }])));
+    assert.deepEqual(shorter.differences, [{ what: 'duration', baseline: '0.5 s', current: '1 s', blocks: false }]);
+    assert.deepEqual(shorter.leftOut, ['operations/s', 'subscriptions/min', 'server peak RSS MB']);
+    assert.ok(shorter.changes.some((c) => c.figure === 'insertTask p50 ms') && shorter.changes.some((c) => c.figure === 'failed users %'));
+    assert.ok(shorter.changes.some((c) => c.figure === 'server CPU ms / operation'));
+    const text = compareText(shorter, 10).split('\n');
+    assert.equal(text[0], 'differs: duration: 0.5 s in the baseline, 1 s in this run');
+    assert.match(text[1]!, /^left out: operations\/s, subscriptions\/min, server peak RSS MB/);
+    for (const [change, what] of [
+      [(r: LoadReport) => (r.shape.phases = [{ duration: 1, arrivalRate: 8 }]), /^differs: load: 1 s at 8\/s in the baseline, 1 s at 5\/s in this run$/],
+      [(r: LoadReport) => (r.scenario.name = 's2'), /^differs: scenario: s2 in the baseline, s1 in this run$/],
+      [(r: LoadReport) => (r.client = 'full'), /^differs: client: full in the baseline, lean in this run$/],
+      [(r: LoadReport) => (r.params.tasks = '5'), /^differs: param tasks: 5 in the baseline, 2 in this run$/],
+      [(r: LoadReport) => (r.shape = { concurrency: 5, duration: 1, thinkMs: 0 }), /^differs: load: 5 users at once for 1 s in the baseline, 1 s at 5\/s in this run$/],
+    ] as const) {
+      const comparison = compareReports(report, copy(change));
+      assert.deepEqual(comparison.changes, []);
+      const lines = compareText(comparison, 10).split('\n');
+      assert.match(lines[0]!, what);
+      assert.equal(lines.at(-1), 'not compared: the runs put different loads on the server');
+    }
   });
 
   describe('the command line', () => {
@@ -270,6 +312,27 @@ export default async function (client, ctx) {
       const second = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=2', '--compare', json, '--threshold', '10']);
       assert.equal(second.status, 1);
       assert.match(second.stdout, /insertTask p99 ms.*WORSE/);
+    });
+
+    it('with --compare, says how the runs differ: a different duration before the table, a different load refused before running', async () => {
+      const json = join(dir, 'baseline.json');
+      const first = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '0.6', '--param', 'tasks=1', '--json', json]);
+      assert.equal(first.status, 0, first.stderr);
+      const longer = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=1', '--compare', json]);
+      const comparison = longer.stdout.slice(longer.stdout.indexOf('differs:'));
+      assert.match(comparison, /^differs: duration: 0\.6 s in the baseline, 1 s in this run\nleft out: operations\/s, subscriptions\/min \(they depend on a run's length\)\ncompared with the baseline/);
+      assert.doesNotMatch(comparison, /^operations\/s/m);
+      assert.match(comparison, /^insertTask p50 ms /m);
+      const started = Date.now();
+      const faster = await cli(['s1', '--url', tasks.url, '--rate', '50', '--duration', '0.6', '--param', 'tasks=1', '--compare', json]);
+      assert.equal(faster.status, 2);
+      assert.equal(faster.stdout, '', 'refused before running');
+      assert.match(faster.stderr.split('\n')[0]!, /--compare \S+baseline\.json ran a different load \(load: 0\.6 s at 5\/s in the baseline, 0\.6 s at 50\/s in this run\): run with the baseline's settings, or leave out --compare$/);
+      assert.ok(Date.now() - started < 10000);
+      writeFileSync(join(dir, 'other.json'), '{"hello": 1}');
+      const other = await cli(['s1', '--url', tasks.url, '--compare', join(dir, 'other.json')]);
+      assert.equal(other.status, 2);
+      assert.match(other.stderr, /other\.json is not a report written by perseid load --json/);
     });
   });
 });

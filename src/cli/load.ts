@@ -1,10 +1,10 @@
 /** `perseid load`: the DDP load tester. */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { compareReports, compareText } from '../load/report/compare.js';
+import { compareReports, compareText, differenceText, setupDifferences } from '../load/report/compare.js';
 import { htmlReport } from '../load/report/html.js';
 import type { LoadReport } from '../load/report/model.js';
 import { summaryText } from '../load/report/summary.js';
-import { LoadSetupError, runScenario, type LoadSettings } from '../load/run-scenario.js';
+import { LoadSetupError, planRun, runScenario, type LoadSettings } from '../load/run-scenario.js';
 import type { Phase } from '../load/scenario.js';
 import { BUILT_IN } from '../load/scenarios/index.js';
 import { enableTypeScript, TYPESCRIPT_FILE } from './typescript.js';
@@ -35,11 +35,11 @@ export const loadCommand: CommandSpec = {
     'max-users': { type: 'string', value: '<n>', help: 'Refuse a run that would start more users (default 20000)' },
     grace: { type: 'string', value: '<s>', help: 'How long users may run after the last one started before they are stopped (default 60)' },
     processes: { type: 'string', value: '<n>', help: 'Spread the users over n generator processes (user k in process k mod n) and merge what they measure, when one core cannot drive the load (default 1)' },
-    'server-pid': { type: 'string', value: '<pid>', help: 'Sample this process\'s CPU and memory (Linux /proc)' },
-    spawn: { type: 'string', value: '<command>', help: 'Start the server with this command, sample it, stop it afterwards' },
+    'server-pid': { type: 'string', value: '<pid>', help: 'Sample the CPU and memory of this process and every process under it (Linux /proc)' },
+    spawn: { type: 'string', value: '<command>', help: 'Start the server with this command in a process group of its own, sample it like --server-pid, stop the group afterwards' },
     json: { type: 'string', value: '<file>', help: 'Write the full report as JSON' },
     html: { type: 'string', value: '<file>', help: 'Write a self-contained HTML report with charts' },
-    compare: { type: 'string', value: '<report.json>', help: 'Print how every figure changed against an earlier --json report' },
+    compare: { type: 'string', value: '<report.json>', help: 'Print how every figure changed against an earlier --json report of the same load (refused if the scenario, client, params, think time, rate or concurrency differ)' },
     threshold: { type: 'string', value: '<percent>', help: 'With --compare: exit 1 if any figure got this much worse (default 10)' },
   },
   details: [
@@ -57,7 +57,8 @@ export const loadCommand: CommandSpec = {
     '',
     'client: call, apply, subscribe, expect(added|removed, collection, id, action), collection(name) (full client).',
     'ctx: measure(name, fn), sleep(ms), think(), count(name), params, vu, running.',
-    'Exit status: 0 done; 1 no user completed, or --compare found a figure worse than --threshold; 2 bad usage or unreachable server.',
+    '--compare against a run that differs only in --duration compares latencies, failures and CPU per operation, not the rates or peak memory.',
+    'Exit status: 0 done; 1 no user completed, or --compare found a figure worse than --threshold; 2 bad usage, unreachable server, or a --compare baseline of another load.',
   ].join('\n'),
 };
 
@@ -124,18 +125,40 @@ function settingsFrom(parsed: Parsed): LoadSettings {
   return settings;
 }
 
+function readBaseline(file: string): LoadReport {
+  let report: Partial<LoadReport>;
+  try {
+    report = JSON.parse(readFileSync(file, 'utf8')) as Partial<LoadReport>;
+  } catch (error) {
+    throw new UsageError(`cannot read --compare ${file}: ${(error as Error).message}`);
+  }
+  if (report.tool !== 'perseid load' || !report.measures || !report.shape || !report.scenario) throw new UsageError(`--compare ${file} is not a report written by perseid load --json`);
+  return report as LoadReport;
+}
+
+/** Setup mistakes (a scenario that does not load, an unreachable server, too many users) are usage errors: one line, exit 2. */
+async function asUsage<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof LoadSetupError) throw new UsageError(error.message);
+    if (error instanceof Error && /would start|start no user/.test(error.message)) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
 /** Runs the command; resolves with the exit status. */
 export async function runLoadCommand(parsed: Parsed): Promise<number> {
   const settings = settingsFrom(parsed);
   if (TYPESCRIPT_FILE.test(settings.scenario)) await enableTypeScript(); // a scenario in TypeScript runs as written
   const threshold = numberOption(parsed.values, 'threshold', 0, 1e6) ?? 10;
-  let baseline: LoadReport | undefined;
-  if (typeof parsed.values.compare === 'string') {
-    try {
-      baseline = JSON.parse(readFileSync(parsed.values.compare, 'utf8')) as LoadReport;
-    } catch (error) {
-      throw new UsageError(`cannot read --compare ${parsed.values.compare}: ${(error as Error).message}`);
-    }
+  const compare = parsed.values.compare;
+  const baseline = typeof compare === 'string' ? readBaseline(compare) : undefined;
+  if (baseline) {
+    // Before the run, not after minutes of it.
+    const plan = await asUsage(() => planRun(settings));
+    const blocking = setupDifferences(baseline, plan).filter((d) => d.blocks);
+    if (blocking.length) throw new UsageError(`--compare ${compare as string} ran a different load (${blocking.map(differenceText).join('; ')}): run with the baseline's settings, or leave out --compare`);
   }
   // A live line on a terminal; a line every 10 s in a log.
   const tty = process.stderr.isTTY;
@@ -143,14 +166,7 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
     if (tty) process.stderr.write(`\r${line}\u001b[K${final ? '\n' : ''}`);
     else if (final || Math.round(seconds) % 10 === 0) process.stderr.write(`${line}\n`);
   };
-  let report: LoadReport;
-  try {
-    report = await runScenario(settings);
-  } catch (error) {
-    if (error instanceof LoadSetupError) throw new UsageError(error.message);
-    if (error instanceof Error && /would start|start no user/.test(error.message)) throw new UsageError(error.message);
-    throw error;
-  }
+  const report = await asUsage(() => runScenario(settings));
   process.stdout.write(summaryText(report) + '\n');
   if (typeof parsed.values.json === 'string') {
     writeFileSync(parsed.values.json, JSON.stringify(report, null, 2) + '\n');
@@ -162,9 +178,9 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
   }
   let status = report.users.completed === 0 ? 1 : 0;
   if (baseline) {
-    const changes = compareReports(report, baseline);
-    process.stdout.write('\n' + compareText(changes, threshold) + '\n');
-    if (changes.some((c) => c.worsePercent > threshold)) status = 1;
+    const comparison = compareReports(report, baseline);
+    process.stdout.write('\n' + compareText(comparison, threshold) + '\n');
+    if (comparison.changes.some((c) => c.worsePercent > threshold)) status = 1;
   }
   return status;
 }

@@ -3,16 +3,16 @@
  * or a script), check the server answers, sample its process if asked, run the
  * users, and assemble the report.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { toWebSocketUrl } from '../client/url.js';
 import { ProcessSampler } from './process-sampler.js';
-import { operationsPerSecond, type LoadReport, type ServerFigures, type ServerSample } from './report/model.js';
+import { operationsPerSecond, type LoadReport, type RunSetup, type ServerFigures, type ServerSample } from './report/model.js';
 import { runLoadInProcesses } from './processes.js';
 import { runLoad, type RunOptions } from './runner.js';
 import type { Phase, ScenarioModule } from './scenario.js';
 import { BUILT_IN } from './scenarios/index.js';
+import { SpawnedServer } from './spawned-server.js';
 
 export interface LoadSettings {
   /** The server, or several: users are spread over them in turn. */
@@ -57,11 +57,12 @@ export async function loadScenario(name: string): Promise<{ module: ScenarioModu
 }
 
 /** Checks that something answers at the URL before starting users, for a clear message instead of N connection errors. */
-async function reachable(url: string, timeoutMs: number): Promise<string | undefined> {
+async function reachable(url: string, timeoutMs: number, server?: SpawnedServer): Promise<string | undefined> {
   const http = new URL(toWebSocketUrl(url).replace(/^ws/, 'http'));
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
+    if (server?.exited) return `the --spawn command ${server.exited}`;
     try {
       await fetch(`${http.origin}/`, { signal: AbortSignal.timeout(2000) });
       return undefined;
@@ -71,11 +72,6 @@ async function reachable(url: string, timeoutMs: number): Promise<string | undef
     await new Promise((r) => setTimeout(r, 200));
   }
   return last;
-}
-
-function spawnServer(command: string): ChildProcess {
-  // `exec` makes the command itself the child, so its pid is the server's.
-  return spawn('sh', ['-c', `exec ${command}`], { stdio: ['ignore', 'inherit', 'inherit'] });
 }
 
 function serverSamples(sampler: ProcessSampler): ServerSample[] {
@@ -89,27 +85,48 @@ function serverSamples(sampler: ProcessSampler): ServerSample[] {
   return out;
 }
 
-export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
+/** What a run will do, resolved from the settings and the scenario's defaults before it starts. */
+export interface RunPlan extends RunSetup {
+  module: ScenarioModule;
+}
+
+export async function planRun(settings: LoadSettings): Promise<RunPlan> {
   const { module, name } = await loadScenario(settings.scenario);
   const defaults = module.options ?? {};
   const fixed = settings.concurrency !== undefined || (settings.phases === undefined && defaults.concurrency !== undefined);
   const shape = fixed
     ? { concurrency: settings.concurrency ?? defaults.concurrency!, duration: settings.duration ?? defaults.duration ?? 60, iterations: settings.iterations }
     : { phases: settings.phases ?? defaults.phases ?? [{ duration: 60, arrivalRate: 4 }] };
-  const client = settings.client ?? defaults.client ?? 'full';
-  const params = { ...defaults.params, ...settings.params };
+  const processes = settings.processes ?? 1;
+  return {
+    module,
+    scenario: { name, description: defaults.description ?? 'custom scenario' },
+    client: settings.client ?? defaults.client ?? 'full',
+    shape: { ...shape, thinkMs: settings.thinkMs ?? 0, ...(processes > 1 ? { processes } : {}) },
+    params: { ...defaults.params, ...settings.params },
+  };
+}
+
+export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
+  const plan = await planRun(settings);
+  const { module, client, shape, params } = plan;
+  const { name } = plan.scenario;
   const timeoutMs = settings.timeoutMs ?? 30000;
 
-  let child: ChildProcess | undefined;
+  let spawned: SpawnedServer | undefined;
   let sampler: ProcessSampler | undefined;
   try {
-    if (settings.spawnServer) child = spawnServer(settings.spawnServer);
+    if (settings.spawnServer) {
+      spawned = await SpawnedServer.start(settings.spawnServer).catch((error: Error) => {
+        throw new LoadSetupError(`cannot start the --spawn command: ${error.message}`);
+      });
+    }
     const urls = [settings.url].flat();
     for (const url of urls) {
-      const problem = await reachable(url, child ? 30000 : 3000);
+      const problem = await reachable(url, spawned ? 30000 : 3000, spawned);
       if (problem) throw new LoadSetupError(`cannot reach ${url}: ${problem}`);
     }
-    const pid = child?.pid ?? settings.serverPid;
+    const pid = spawned?.pid ?? settings.serverPid;
     if (pid !== undefined) {
       try {
         sampler = new ProcessSampler(pid);
@@ -120,8 +137,11 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
     const options = {
       urls,
       client,
-      ...shape,
-      thinkMs: settings.thinkMs ?? 0,
+      phases: shape.phases,
+      concurrency: shape.concurrency,
+      duration: shape.duration,
+      iterations: shape.iterations,
+      thinkMs: shape.thinkMs,
       timeoutMs,
       maxUsers: settings.maxUsers ?? 20000,
       graceSeconds: settings.graceSeconds ?? Math.max(60, (2 * timeoutMs) / 1000),
@@ -136,11 +156,10 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
             return `server ${(((last.cpuSeconds - before.cpuSeconds) / (last.t - before.t)) * 100).toFixed(0)} % CPU ${last.rssMb.toFixed(0)} MB`;
           }
         : undefined;
-    const processes = settings.processes ?? 1;
     const result =
-      processes > 1
+      shape.processes !== undefined
         ? await runLoadInProcesses({
-            processes,
+            processes: shape.processes,
             entry: settings.generatorEntry!,
             scenario: BUILT_IN[name] ? name : resolve(settings.scenario),
             options,
@@ -150,8 +169,8 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
         : await runLoad({ ...options, scenario: module.default, onProgress: settings.onProgress, progressExtra });
     let server: ServerFigures | undefined;
     if (sampler && pid !== undefined) {
-      const { cpuSeconds, peakRssMb } = sampler.stop();
-      server = { pid, cpuSeconds, cpuPercent: (100 * cpuSeconds) / result.seconds, peakRssMb, samples: serverSamples(sampler) };
+      const { cpuSeconds, peakRssMb, processes } = sampler.stop();
+      server = { pid, processes, cpuSeconds, cpuPercent: (100 * cpuSeconds) / result.seconds, peakRssMb, samples: serverSamples(sampler) };
       sampler = undefined;
     }
     const subscribe = result.measures.subscribe;
@@ -161,9 +180,9 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
       node: process.version,
       command: settings.command ?? `perseid load ${name}`,
       url: urls.join(' '),
-      scenario: { name, description: defaults.description ?? 'custom scenario' },
+      scenario: plan.scenario,
       client,
-      shape: { ...shape, thinkMs: settings.thinkMs ?? 0, ...(processes > 1 ? { processes } : {}) },
+      shape,
       params,
       ...result,
       rates: {
@@ -174,9 +193,6 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
     };
   } finally {
     sampler?.stop();
-    if (child && child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child!.once('exit', r));
-    }
+    await spawned?.stop();
   }
 }

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { LoadReport } from './model.js';
+import { serverText, shapeText } from './text.js';
 
 const require = createRequire(import.meta.url);
 
@@ -73,7 +74,7 @@ export function htmlReport(report: LoadReport): string {
   const facts: string[][] = [
     ['scenario', `${report.scenario.name}: ${report.scenario.description}`],
     ['server URL', report.url],
-    ['shape', report.shape.concurrency !== undefined ? `${report.shape.concurrency} users at once for ${report.shape.duration} s` : (report.shape.phases ?? []).map((p) => `${p.duration} s at ${p.arrivalRate}${p.rampTo !== undefined ? `→${p.rampTo}` : ''}/s`).join(', ')],
+    ['shape', shapeText(report.shape)],
     ['think time', `${report.shape.thinkMs} ms`],
     ['client', report.client],
     ['duration', `${report.seconds.toFixed(1)} s`],
@@ -82,7 +83,7 @@ export function htmlReport(report: LoadReport): string {
     ['traffic', `in ${traffic.messagesIn} messages, ${(traffic.bytesIn / 1e6).toFixed(1)} MB; out ${traffic.messagesOut} messages, ${(traffic.bytesOut / 1e6).toFixed(1)} MB`],
     ['generator CPU', `${fmt(report.generatorCpuSeconds, 2)} s (${fmt((100 * report.generatorCpuSeconds) / report.seconds)} % of a core)`],
   ];
-  if (report.server) facts.push(['server', `pid ${report.server.pid}: ${fmt(report.server.cpuSeconds, 2)} s CPU (${fmt(report.server.cpuPercent)} % of a core), peak RSS ${report.server.peakRssMb} MB`]);
+  if (report.server) facts.push(['server', serverText(report.server)]);
   facts.push(['run', `${report.date} · node ${report.node} · ${report.command}`]);
   const measures = Object.entries(report.measures).map(([name, s]) => [name, String(s.count), fmt(s.p50), fmt(s.p95), fmt(s.p99), fmt(s.max), fmt(s.mean)]);
   const errors = Object.entries(report.errors).map(([k, n]) => [k, String(n)]);

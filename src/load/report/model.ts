@@ -11,23 +11,30 @@ export interface ServerSample {
 }
 
 export interface ServerFigures {
+  /** The process sampled, with every process under it. */
   pid: number;
+  /** The most processes there were at once (the pid's and those under it). */
+  processes: number;
   cpuSeconds: number;
   cpuPercent: number;
   peakRssMb: number;
   samples: ServerSample[];
 }
 
-export interface LoadReport extends RunResult {
+/** What was run, and how: what two runs must share to be compared. */
+export interface RunSetup {
+  scenario: { name: string; description: string };
+  client: 'lean' | 'full';
+  shape: { phases?: Phase[]; concurrency?: number; duration?: number; iterations?: number; thinkMs: number; processes?: number };
+  params: Record<string, string>;
+}
+
+export interface LoadReport extends RunResult, RunSetup {
   tool: 'perseid load';
   date: string;
   node: string;
   command: string;
   url: string;
-  scenario: { name: string; description: string };
-  client: 'lean' | 'full';
-  shape: { phases?: Phase[]; concurrency?: number; duration?: number; iterations?: number; thinkMs: number; processes?: number };
-  params: Record<string, string>;
   rates: { operationsPerSecond: number; subscriptionsPerMinute?: number };
   server?: ServerFigures;
 }

@@ -1,12 +1,6 @@
 /** The summary a person reads at the end of a run. */
 import type { LoadReport } from './model.js';
-
-const fmt = (n: number | undefined, digits = 1) => (n === undefined || !Number.isFinite(n) ? '-' : n.toFixed(digits));
-
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return rows.map((r) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ')).join('\n');
-}
+import { fmt, serverText, textTable } from './text.js';
 
 export function summaryText(report: LoadReport): string {
   const { users, traffic } = report;
@@ -20,16 +14,16 @@ export function summaryText(report: LoadReport): string {
     `generator  ${fmt(report.generatorCpuSeconds, 2)} s CPU (${fmt((100 * report.generatorCpuSeconds) / report.seconds)} % of a core)`,
   ];
   if (report.server) {
-    lines.push(`server     pid ${report.server.pid}: ${fmt(report.server.cpuSeconds, 2)} s CPU (${fmt(report.server.cpuPercent)} %), peak RSS ${report.server.peakRssMb} MB`);
+    lines.push(`server     ${serverText(report.server)}`);
   }
   lines.push('', 'latency (ms)');
   const rows = [['measure', 'count', 'p50', 'p95', 'p99', 'max', 'mean']];
   for (const [name, s] of Object.entries(report.measures)) rows.push([name, String(s.count), fmt(s.p50), fmt(s.p95), fmt(s.p99), fmt(s.max), fmt(s.mean)]);
-  lines.push(table(rows));
+  lines.push(textTable(rows));
   const errors = Object.entries(report.errors);
   if (errors.length) {
     lines.push('', 'errors');
-    lines.push(table([['kind', 'count'], ...errors.map(([k, n]) => [k, String(n)])]));
+    lines.push(textTable([['kind', 'count'], ...errors.map(([k, n]) => [k, String(n)])]));
   }
   const counts = Object.entries(report.counts);
   if (counts.length) lines.push('', ...counts.map(([k, n]) => `${k}: ${n}`));
