@@ -22,7 +22,7 @@ export const autoscaleCommand: CommandSpec = {
     'scale-command': { type: 'string', value: '"<cmd {n}>"', help: 'Run this shell command with {n} replaced by the count (docker compose, fly, nomad)' },
     kubernetes: { type: 'string', value: '<deployment>', help: 'Scale this Kubernetes Deployment (needs @kubernetes/client-node)' },
     namespace: { type: 'string', value: '<ns>', help: 'The Deployment\'s namespace (default: the kubeconfig context\'s, else default)' },
-    'dry-run': { type: 'boolean', help: 'Decide and print, change nothing' },
+    'dry-run': { type: 'boolean', help: 'Decide, print and export, change nothing (the count is what discovery shows)' },
     min: { type: 'string', default: '1', value: '<n>', help: 'Fewest servers' },
     max: { type: 'string', default: '10', value: '<n>', help: 'Most servers' },
     step: { type: 'string', default: '1', value: '<n>', help: 'Servers added or removed per change' },
@@ -103,8 +103,8 @@ async function actuatorFrom(values: Parsed['values'], log: ReturnType<typeof cre
     const { KubernetesActuator } = await import('../autoscale/actuator-kubernetes.js');
     return new KubernetesActuator({ deployment: values.kubernetes, namespace: values.namespace as string | undefined, log: log.child('kubernetes') });
   }
-  const { MemoryActuator } = await import('../autoscale/actuator-memory.js');
-  return new MemoryActuator();
+  const { DryRunActuator } = await import('../autoscale/actuator-dry-run.js');
+  return new DryRunActuator();
 }
 
 export async function runAutoscale(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<void> {
