@@ -1,24 +1,57 @@
 /**
- * `perseid autoscale --dry-run` as a real process against a registry in
- * Redis that the test fills with servers: it changes nothing, so each round
- * decides from the servers discovery shows (not from a count it decided and
- * never made), and exports the count it sees. A change of that count (KEDA
- * or the HPA following the exported decision) restarts its rounds, as its
- * own change would.
+ * `perseid autoscale --dry-run` as a real process against a registry the
+ * test fills with servers: it changes nothing, so each round decides from
+ * the servers discovery shows (not from a count it decided and never made),
+ * and exports the count it sees. A change of that count (KEDA or the HPA
+ * following the exported decision) restarts its rounds, as its own change
+ * would. A registry that is down when it starts (MongoDB, Redis: a port with
+ * nothing behind it, then a relay to the shared server on that port) costs
+ * one line, and the rounds resume once it is up.
  */
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
+import { MongoClient } from 'mongodb';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
 import { keyPrefix } from '../src/cli/scale-out.js';
+import { MongoDiscoveryStore } from '../src/cluster/discovery-store-mongo.js';
 import { RedisDiscoveryStore } from '../src/cluster/discovery-store-redis.js';
 import { Random } from '../src/ddp/random.js';
+import { freshDatabase } from './databases.js';
 import { eventually, spawnPerseid, type PerseidCommand } from './processes.js';
 import { needsServices } from './skips.js';
 import { entry } from './suites/actuator.js';
 
-const redisUrl = await serviceUrl('redis');
+const [redisUrl, mongo] = await Promise.all([serviceUrl('redis'), serviceUrl('mongo-java-server')]);
+
+/** A TCP relay on `port` (on loopback) to `target`'s port: a server coming up where there was nothing. */
+async function relay(port: number, target: string): Promise<{ close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(new URL(target).port), '127.0.0.1');
+    sockets.add(client).add(upstream);
+    client.pipe(upstream).pipe(client);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return {
+    close: () => {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const ROUND = / autoscale {2}servers /;
+/** What a line of a stack trace looks like. */
+const STACK = /^\s+at /m;
 
 describe('perseid autoscale --dry-run', { skip: needsServices({ redis: redisUrl }) }, () => {
   // Discovery is in Redis: the MongoDB URL only names the registry's namespace, nothing connects to it.
@@ -76,5 +109,77 @@ describe('perseid autoscale --dry-run', { skip: needsServices({ redis: redisUrl 
     servers.delete('b');
     await store.remove('b');
     await roundAfter(busy, /servers 1\/1 .* -> {2}hold at 1 \(1 of 2 samples since the last change\)/, 'the rounds to restart at the count seen');
+  });
+});
+
+describe('perseid autoscale with its registry down at start', () => {
+  const commands: PerseidCommand[] = [];
+  after(async () => {
+    for (const command of commands) if (command.child.exitCode === null) await command.stop();
+  });
+
+  it('MongoDB: says so once, and reads the registry once it is up', { skip: needsServices({ 'mongo-java-server': mongo }) }, async () => {
+    const port = await freePort();
+    const database = freshDatabase(`mongodb://127.0.0.1:${port}/`);
+    const autoscale = spawnPerseid(['autoscale', '--dry-run', '--discovery', 'mongo', '--interval-s', '0.2', '--discovery-interval-ms', '1000'], {
+      MONGO_URL: `${database.url}?directConnection=true&serverSelectionTimeoutMS=300`,
+      REDIS_URL: '',
+      PERSEID_LOG_LEVEL: 'info',
+    });
+    commands.push(autoscale);
+    const up = await (async () => {
+      await eventually(() => /autoscale round failed; retrying .*cannot reach MongoDB/.test(autoscale.output()), `the failure to be logged:\n${autoscale.output()}`, 10000);
+      // Rounds keep failing a while, the database still down.
+      await new Promise((r) => setTimeout(r, 1500));
+      return relay(port, mongo!);
+    })();
+    const client = new MongoClient(`${database.url}?directConnection=true`);
+    try {
+      const store = new MongoDiscoveryStore(async () => client.db());
+      const announcing = setInterval(() => void store.put(entry('a', 3), 3000), 200);
+      try {
+        // The round's line (stdout), then the log's (stderr).
+        const seen = () => autoscale.output().split('\n').some((line) => ROUND.test(line) && /servers 1\/1 /.test(line)) && /autoscale round works again/.test(autoscale.output());
+        await eventually(seen, `a round seeing the server:\n${autoscale.output()}`, 20000);
+      } finally {
+        clearInterval(announcing);
+      }
+      const output = autoscale.output();
+      assert.equal(output.match(/round failed/g)?.length, 1, `one line for the failure:\n${output}`);
+      assert.match(output, /autoscale round works again failures=\d+/);
+      assert.doesNotMatch(output, /Topology is closed/);
+      assert.doesNotMatch(output, STACK);
+    } finally {
+      await client.close();
+      await database.drop();
+      await autoscale.stop();
+      await up.close();
+    }
+  });
+
+  it('Redis: one line per change of state, no ioredis stack, and the rounds resume', { skip: needsServices({ redis: redisUrl }) }, async () => {
+    const port = await freePort();
+    const autoscale = spawnPerseid(['autoscale', '--dry-run', '--interval-s', '0.2'], {
+      MONGO_URL: `mongodb://127.0.0.1:1/perseid_dry_run_${Random.id(8).toLowerCase()}`,
+      REDIS_URL: `redis://127.0.0.1:${port}`,
+      PERSEID_LOG_LEVEL: 'info',
+    });
+    commands.push(autoscale);
+    await eventually(() => /redis connection failed; retrying .*ECONNREFUSED/.test(autoscale.output()), `the failure to be logged:\n${autoscale.output()}`, 10000);
+    // ioredis retries every few hundred ms: each retry fails the same way, and is not logged again.
+    await new Promise((r) => setTimeout(r, 1500));
+    const up = await relay(port, redisUrl!);
+    try {
+      const seen = () => autoscale.output().split('\n').some((line) => ROUND.test(line)) && /redis connection works again/.test(autoscale.output());
+      await eventually(seen, `a round once Redis is up:\n${autoscale.output()}`, 15000);
+      const output = autoscale.output();
+      assert.equal(output.match(/redis connection failed/g)?.length, 1, `one line for the connection's failure:\n${output}`);
+      assert.match(output, /redis connection works again/);
+      assert.doesNotMatch(output, /Unhandled error event/);
+      assert.doesNotMatch(output, STACK);
+    } finally {
+      await autoscale.stop();
+      await up.close();
+    }
   });
 });

@@ -9,6 +9,7 @@
  * the HPA following the exported decision, say).
  */
 import type { DiscoveryStore, ServerEntry } from '../cluster/discovery-store.js';
+import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
 import type { Actuator } from './actuator.js';
 import type { AutoscaleMetrics } from './autoscale-metrics.js';
@@ -65,20 +66,19 @@ export class Autoscaler {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
-  private failures = 0;
+  private readonly failures: FailureLog;
 
-  constructor(private readonly options: AutoscalerOptions) {}
+  constructor(private readonly options: AutoscalerOptions) {
+    this.failures = new FailureLog(options.log, 'autoscale round');
+  }
 
   start(): void {
     const tick = () => {
       if (this.stopped) return;
       this.running = this.round()
-        .then(() => void (this.failures = 0))
-        .catch((error: Error) => {
-          // An unreachable registry or platform: say so, keep trying (each round starts afresh).
-          this.failures++;
-          this.options.log.warn('autoscale round failed', { error: error.message, failures: this.failures });
-        })
+        .then(() => this.failures.succeeded())
+        // An unreachable registry or platform: say so once, keep trying (each round starts afresh).
+        .catch((error: unknown) => this.failures.failed(error))
         .finally(() => {
           if (!this.stopped) this.timer = setTimeout(tick, this.options.intervalMs);
         });

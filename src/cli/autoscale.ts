@@ -131,7 +131,7 @@ export async function runAutoscale(parsed: Parsed, env: NodeJS.ProcessEnv = proc
     import('../autoscale/exporter.js'),
   ]);
 
-  const registry = await openDiscoveryStore({ discovery, redisUrl, mongoUrl });
+  const registry = await openDiscoveryStore({ discovery, redisUrl, mongoUrl }, log.child('discovery'));
   const metrics = new AutoscaleMetrics();
   const exporter = metricsPort === undefined ? undefined : await serveMetrics(metrics.registry, metricsPort, String(values['metrics-host']));
   const autoscaler = new Autoscaler({
