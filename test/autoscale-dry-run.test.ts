@@ -6,7 +6,8 @@
  * following the exported decision) restarts its rounds, as its own change
  * would. A registry that is down when it starts (MongoDB, Redis: a port with
  * nothing behind it, then a relay to the shared server on that port) costs
- * one line, and the rounds resume once it is up.
+ * one line, and the rounds resume once it is up; a metrics port in use is
+ * one line too.
  */
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -20,7 +21,7 @@ import { MongoDiscoveryStore } from '../src/cluster/discovery-store-mongo.js';
 import { RedisDiscoveryStore } from '../src/cluster/discovery-store-redis.js';
 import { Random } from '../src/ddp/random.js';
 import { freshDatabase } from './databases.js';
-import { eventually, spawnPerseid, type PerseidCommand } from './processes.js';
+import { eventually, exited, spawnPerseid, type PerseidCommand } from './processes.js';
 import { needsServices } from './skips.js';
 import { entry } from './suites/actuator.js';
 
@@ -180,6 +181,19 @@ describe('perseid autoscale with its registry down at start', () => {
     } finally {
       await autoscale.stop();
       await up.close();
+    }
+  });
+
+  it('a metrics port in use: one line naming --metrics-port, exit 1', async () => {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as net.AddressInfo;
+    try {
+      const autoscale = spawnPerseid(['autoscale', '--dry-run', '--metrics-port', String(port)], { MONGO_URL: 'mongodb://127.0.0.1:1/x', REDIS_URL: '' });
+      assert.equal(await exited(autoscale.child), 1);
+      assert.equal(autoscale.output(), `perseid autoscale: port ${port} on 127.0.0.1 is already in use (another server?): stop it, or choose another port with --metrics-port or PERSEID_AUTOSCALE_METRICS_PORT\n`);
+    } finally {
+      holder.close();
     }
   });
 });

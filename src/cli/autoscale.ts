@@ -8,9 +8,11 @@ import type { Actuator } from '../autoscale/actuator.js';
 import { configProblem, METRICS, type Metric, type PolicyConfig, type Rule } from '../autoscale/policy.js';
 import { createLogger, redactedUrl, setLogLevel, type LogLevel } from '../log.js';
 import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { listenOn, type ListenOptions } from './preflight.js';
 import { openDiscoveryStore } from './scale-out.js';
 
 const DEFAULT_RULES = ['sessions:300:100', 'cpuPercent:70:30'];
+const METRICS_LISTEN: ListenOptions = { port: '--metrics-port or PERSEID_AUTOSCALE_METRICS_PORT', host: '--metrics-host' };
 
 export const autoscaleCommand: CommandSpec = {
   name: 'autoscale',
@@ -131,9 +133,11 @@ export async function runAutoscale(parsed: Parsed, env: NodeJS.ProcessEnv = proc
     import('../autoscale/exporter.js'),
   ]);
 
-  const registry = await openDiscoveryStore({ discovery, redisUrl, mongoUrl }, log.child('discovery'));
   const metrics = new AutoscaleMetrics();
-  const exporter = metricsPort === undefined ? undefined : await serveMetrics(metrics.registry, metricsPort, String(values['metrics-host']));
+  const metricsHost = String(values['metrics-host']);
+  // Before the registry opens: a port in use is one line, with nothing to close.
+  const exporter = metricsPort === undefined ? undefined : await listenOn(() => serveMetrics(metrics.registry, metricsPort, metricsHost), metricsPort, metricsHost, METRICS_LISTEN);
+  const registry = await openDiscoveryStore({ discovery, redisUrl, mongoUrl }, log.child('discovery'));
   const autoscaler = new Autoscaler({
     store: registry.store,
     ttlMs: 3 * announceMs,

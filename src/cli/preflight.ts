@@ -9,29 +9,46 @@ import { dirname, resolve } from 'node:path';
 import { redactedUrl } from '../log.js';
 import { StartupError } from './startup-error.js';
 
-/** One line for an error of `listen(port, host)`, or undefined when it is not one a person can fix. */
-export function listenFailure(error: NodeJS.ErrnoException, port: number, host: string): StartupError | undefined {
+/** The options that set a listening port and its address, as a failure names them. */
+export interface ListenOptions {
+  port: string;
+  host: string;
+}
+
+export const SERVER_LISTEN: ListenOptions = { port: '--port or PORT', host: '--host or HOST' };
+
+/** One line for an error of `listen(port, host)`, naming the options that set them, or undefined when it is not one a person can fix. */
+export function listenFailure(error: NodeJS.ErrnoException, port: number, host: string, options: ListenOptions = SERVER_LISTEN): StartupError | undefined {
   switch (error.code) {
     case 'EADDRINUSE':
-      return new StartupError(`port ${port} on ${host} is already in use (another server?): stop it, or choose another port with --port or PORT`);
+      return new StartupError(`port ${port} on ${host} is already in use (another server?): stop it, or choose another port with ${options.port}`);
     case 'EADDRNOTAVAIL':
-      return new StartupError(`${host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 (every interface) or one of its own addresses with --host or HOST`);
+      return new StartupError(`${host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 (every interface) or one of its own addresses with ${options.host}`);
     case 'EACCES':
-      return new StartupError(`port ${port} needs privileges this process does not have: choose a port above 1023 with --port or PORT`);
+      return new StartupError(`port ${port} needs privileges this process does not have: choose a port above 1023 with ${options.port}`);
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
-      return new StartupError(`cannot resolve the host name ${host}: give an IP address with --host or HOST`);
+      return new StartupError(`cannot resolve the host name ${host}: give an IP address with ${options.host}`);
     default:
       return undefined;
   }
 }
 
+/** Listens, turning a port in use or an address not of this machine into one line. */
+export async function listenOn<T>(listen: () => Promise<T>, port: number, host: string, options: ListenOptions = SERVER_LISTEN): Promise<T> {
+  try {
+    return await listen();
+  } catch (error) {
+    throw listenFailure(error as NodeJS.ErrnoException, port, host, options) ?? error;
+  }
+}
+
 /** Binds and releases `port` on `host`, so a taken port is reported before the data directory is made. */
-export async function checkPort(port: number, host: string): Promise<void> {
+export async function checkPort(port: number, host: string, options: ListenOptions = SERVER_LISTEN): Promise<void> {
   // Port 0 too: the host may not be an address of this machine.
   await new Promise<void>((resolvePort, reject) => {
     const probe = createServer();
-    probe.once('error', (error: NodeJS.ErrnoException) => reject(listenFailure(error, port, host) ?? error));
+    probe.once('error', (error: NodeJS.ErrnoException) => reject(listenFailure(error, port, host, options) ?? error));
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolvePort()));
   });
 }

@@ -16,7 +16,7 @@ import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, UsageError, type CommandSpec, type Parsed } from './args.js';
-import { checkDataDir, checkPort, checkRedis, listenFailure } from './preflight.js';
+import { checkDataDir, checkPort, checkRedis, listenOn, type ListenOptions } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { StoreError } from '../data/embedded/store-errors.js';
@@ -132,14 +132,7 @@ async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
   }
 }
 
-/** Listens, turning a port in use or an address not of this machine into one line. */
-async function listenOn<T>(listen: () => Promise<T>, port: number, host: string): Promise<T> {
-  try {
-    return await listen();
-  } catch (error) {
-    throw listenFailure(error as NodeJS.ErrnoException, port, host) ?? error;
-  }
-}
+const ADMIN_LISTEN: ListenOptions = { port: '--admin-port or PERSEID_ADMIN_PORT', host: '--admin-host or PERSEID_ADMIN_HOST' };
 
 /** The `--admin-port` server: the operational endpoints only (still behind the admin check). */
 async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) => boolean, port: number, host: string, log: Logger): Promise<void> {
@@ -152,6 +145,7 @@ async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) =>
     () => new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())),
     port,
     host,
+    ADMIN_LISTEN,
   );
   server.unref();
   log.info(`operational endpoints at ${shownUrl(host, port)}/perseid/dashboard`);
@@ -242,7 +236,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     checkAppFile(appPath);
     await checkPort(port, host);
     if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
-    if (adminPort !== undefined) await checkPort(adminPort, adminHost);
+    if (adminPort !== undefined) await checkPort(adminPort, adminHost, ADMIN_LISTEN);
     if (scale.redisUrl && (scale.fanout || (scale.publicUrl && scale.discovery === 'redis'))) await checkRedis(scale.redisUrl, connectTimeoutMs(env));
   }
   // Every process of a fan-out cluster (workers too) hears the bus itself.
