@@ -60,6 +60,25 @@ export function hideJobs(): void {
   metrics.removeSection('jobs');
 }
 
+/** Several processes' jobs sections as one (a workers' primary's): each schedule's earliest next run, and the latest runs of them all. */
+export function mergeJobsSections(sections: readonly JobsSection[]): Omit<JobsSection, 'runner'> & { runners: string[] } {
+  const schedules = new Map<string, JobsSection['schedules'][number]>();
+  for (const s of sections.flatMap((section) => section.schedules)) {
+    const known = schedules.get(s.job);
+    if (!known || (s.nextRunAt !== undefined && (known.nextRunAt === undefined || s.nextRunAt < known.nextRunAt))) schedules.set(s.job, s);
+  }
+  return {
+    role: sections[0]?.role ?? 'all',
+    runners: sections.flatMap((section) => (section.runner === undefined ? [] : [section.runner])),
+    schedules: [...schedules.values()],
+    // Read back from JSON, a date is its ISO text: new Date() takes either.
+    recent: sections
+      .flatMap((section) => section.recent)
+      .sort((a, b) => new Date(b.finishedAt).getTime() - new Date(a.finishedAt).getTime())
+      .slice(0, RECENT),
+  };
+}
+
 /** One job's line on the dashboard, from the durable history (every process's runs, not only this one's). */
 export interface JobSummary {
   job: string;

@@ -1,0 +1,69 @@
+/**
+ * What an operator reads from `perseid start --workers 2` (real processes on
+ * mongo-java-server): `/perseid/stats` covers the machine as `/metrics` and
+ * the dashboard do (the workers' sessions, live queries and jobs).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import SimpleDDP from 'simpleddp';
+import WebSocket from 'ws';
+import { serviceUrl } from '../scripts/services/control.js';
+import { freshDatabase } from './databases.js';
+import { eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { needsServices } from './skips.js';
+
+const APP = 'dist/test/fixtures/workers-app.js';
+const mongo = await serviceUrl('mongo-java-server');
+
+interface Stats {
+  perseid_sessions: number;
+  liveQueries?: Array<{ worker: number; collection: string; selector: unknown }>;
+  jobs?: { runners: string[]; schedules: Array<{ job: string; nextRunAt?: string }>; recent: Array<{ job: string; runner: string }> };
+  workers: Array<{ id: number; pid: number }>;
+  primary: { pid: number };
+}
+
+describe('perseid start --workers 2: what an operator reads', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  let primary: PerseidProcess;
+  let database: ReturnType<typeof freshDatabase>;
+  const clients: SimpleDDP[] = [];
+  /** Which worker each client is on. */
+  const on = new Map<SimpleDDP, string>();
+
+  before(async () => {
+    database = freshDatabase(mongo!);
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '1000'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+    // Clients, each following its own notes, until both workers have some.
+    for (let i = 0; i < 30 && (clients.length < 6 || new Set(on.values()).size < 2); i++) {
+      const client = new SimpleDDP({ endpoint: `${primary.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, reconnectInterval: 200 });
+      await client.connect();
+      on.set(client, (await client.call<{ worker: string }>('whoami')).worker);
+      await client.subscribe('notes', `owner-${i}`).ready();
+      clients.push(client);
+    }
+  });
+  after(async () => {
+    await Promise.all(clients.map((c) => c.disconnect().catch(() => undefined)));
+    if (primary && primary.child.exitCode === null) await primary.stop('SIGTERM');
+    await database?.drop();
+  });
+
+  const stats = async () => (await (await fetch(`${primary.url}/perseid/stats`)).json()) as Stats;
+
+  it('/perseid/stats counts the workers\' sessions, lists their live queries and their jobs', async () => {
+    assert.equal(new Set(on.values()).size, 2, 'clients on both workers');
+    await eventually(async () => (await stats()).jobs?.recent.length !== undefined && (await stats()).jobs!.recent.length > 0, 'a finished run of the schedule', 15000);
+    const s = await stats();
+    assert.equal(s.perseid_sessions, clients.length);
+    const ids = s.workers.map((w) => w.id).sort();
+    assert.deepEqual(ids, [1, 2]);
+    assert.equal(s.liveQueries?.length, clients.length, JSON.stringify(s.liveQueries));
+    assert.deepEqual([...new Set(s.liveQueries!.map((q) => q.worker))].sort(), ids, 'each live query says its worker');
+    assert.ok(s.liveQueries!.every((q) => q.collection === 'notes'));
+    assert.equal(s.jobs!.runners.length, 2, 'both workers run jobs');
+    const tick = s.jobs!.schedules.find((x) => x.job === 'tick');
+    assert.ok(tick?.nextRunAt && Date.parse(tick.nextRunAt) > Date.now() - 2000, `the schedule's next run: ${JSON.stringify(s.jobs)}`);
+    assert.ok(s.jobs!.recent.every((run) => run.job === 'tick' && s.jobs!.runners.includes(run.runner)));
+    assert.equal(s.primary.pid, primary.child.pid);
+  });
+});
