@@ -1,7 +1,8 @@
 /**
  * What an operator reads from `perseid start --workers 2` (real processes on
  * mongo-java-server): `/perseid/stats` covers the machine as `/metrics` and
- * the dashboard do (the workers' sessions, live queries and jobs).
+ * the dashboard do (the workers' sessions, live queries and jobs), and the
+ * dashboard merges what the workers measured alike (query shapes).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -65,5 +66,15 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
     assert.ok(tick?.nextRunAt && Date.parse(tick.nextRunAt) > Date.now() - 2000, `the schedule's next run: ${JSON.stringify(s.jobs)}`);
     assert.ok(s.jobs!.recent.every((run) => run.job === 'tick' && s.jobs!.runners.includes(run.runner)));
     assert.equal(s.primary.pid, primary.child.pid);
+  });
+
+  it('the dashboard lists each query shape once, summed over the workers, as it lists methods', async () => {
+    const view = (await (await fetch(`${primary.url}/perseid/dashboard.json`)).json()) as { shapes: Array<{ collection: string; shape: string; ops: number }> };
+    const keys = view.shapes.map((s) => `${s.collection} ${s.shape}`);
+    assert.deepEqual(keys, [...new Set(keys)], 'a shape repeated');
+    const notes = view.shapes.filter((s) => s.collection === 'notes');
+    assert.equal(notes.length, 1, JSON.stringify(view.shapes));
+    // Each subscription read its notes once, on its own worker.
+    assert.ok(notes[0]!.ops >= clients.length, JSON.stringify(notes));
   });
 });
