@@ -1,8 +1,10 @@
 /**
- * What an operator reads from `perseid start --workers 2` (real processes on
- * mongo-java-server): `/perseid/stats` covers the machine as `/metrics` and
- * the dashboard do (the workers' sessions, live queries and jobs), and the
- * dashboard merges what the workers measured alike (query shapes).
+ * What an operator reads from `perseid start` on MongoDB (real processes on
+ * mongo-java-server). With `--workers 2`: `/perseid/stats` covers the machine
+ * as `/metrics` and the dashboard do (the workers' sessions, live queries and
+ * jobs), the dashboard merges what the workers measured alike (query shapes),
+ * and each worker's log lines say which worker wrote them. With workers or
+ * without, the last line says the process stopped.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -76,5 +78,32 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
     assert.equal(notes.length, 1, JSON.stringify(view.shapes));
     // Each subscription read its notes once, on its own worker.
     assert.ok(notes[0]!.ops >= clients.length, JSON.stringify(notes));
+  });
+
+  it('on SIGTERM, each worker\'s lines say which it is, and the last says the machine stopped', async () => {
+    assert.equal(await primary.stop('SIGTERM'), 0, primary.log());
+    const lines = primary.log().trim().split('\n');
+    const worker = (line: string) => / worker=(\d+)$/.exec(line)?.[1];
+    assert.deepEqual(lines.filter((l) => / \[server\] draining /.test(l)).map(worker).sort(), ['1', '2'], lines.join('\n'));
+    // The workers' database lines (they follow the primary's feed) too, and the jobs engine's.
+    assert.deepEqual([...new Set(lines.filter((l) => / \[mongo\] connected .*the primary's/.test(l)).map(worker))].sort(), ['1', '2']);
+    assert.deepEqual([...new Set(lines.filter((l) => / \[perseid:jobs\] running jobs /.test(l)).map(worker))].sort(), ['1', '2']);
+    assert.deepEqual(lines.filter((l) => / \[perseid\] stopped ms=\d+ worker=\d$/.test(l)).map(worker).sort(), ['1', '2']);
+    assert.match(lines.at(-1)!, / INFO {2}\[perseid\] stopped ms=\d+$/, 'the primary\'s line, after its workers\'');
+  });
+});
+
+describe('perseid start on MongoDB, one process', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  it('says it stopped, last, on SIGTERM and on SIGINT', async () => {
+    const database = freshDatabase(mongo!);
+    try {
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+        const server = await startPerseid('dist/test/fixtures/cluster-app.js', ['--port', '0', '--drain-ms', '200'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+        assert.equal(await server.stop(signal), 0, server.log());
+        assert.match(server.log().trim().split('\n').at(-1)!, / INFO {2}\[perseid\] stopped ms=\d+$/, server.log());
+      }
+    } finally {
+      await database.drop();
+    }
   });
 });
