@@ -18,9 +18,10 @@ export class AutoscaleMetrics {
   private readonly changes = new Counter({ name: 'perseid_autoscale_changes_total', help: 'Changes the autoscaler made, by direction (none in a dry run)', labelNames: ['direction'], registers: [this.registry] });
   private readonly sessions = new Gauge({ name: 'perseid_instance_sessions', help: 'DDP sessions open on each server', labelNames: LABELS, registers: [this.registry] });
   private readonly cpu = new Gauge({ name: 'perseid_instance_cpu_percent', help: 'CPU of each server, percent of one core', labelNames: LABELS, registers: [this.registry] });
-  private readonly lag = new Gauge({ name: 'perseid_instance_event_loop_lag_ms', help: 'Event-loop delay of each server, ms', labelNames: LABELS, registers: [this.registry] });
-  private readonly memory = new Gauge({ name: 'perseid_instance_memory_mb', help: 'Resident memory of each server, MiB', labelNames: LABELS, registers: [this.registry] });
-  private readonly methodP95 = new Gauge({ name: 'perseid_instance_method_p95_ms', help: '95th percentile method time of each server, ms', labelNames: LABELS, registers: [this.registry] });
+  // Base units (seconds, bytes), as Prometheus names them and as a server's own perseid_server_* gauges are.
+  private readonly lag = new Gauge({ name: 'perseid_instance_event_loop_delay_seconds', help: 'Event-loop delay of each server', labelNames: LABELS, registers: [this.registry] });
+  private readonly memory = new Gauge({ name: 'perseid_instance_resident_memory_bytes', help: 'Resident memory of each server', labelNames: LABELS, registers: [this.registry] });
+  private readonly methodP95 = new Gauge({ name: 'perseid_instance_method_p95_seconds', help: '95th percentile method time of each server', labelNames: LABELS, registers: [this.registry] });
 
   constructor() {
     for (const direction of ['up', 'down']) this.changes.inc({ direction }, 0);
@@ -38,9 +39,9 @@ export class AutoscaleMetrics {
       const labels = { instance: s.id, pod: s.host ?? '', url: s.url };
       this.sessions.set(labels, s.sessions);
       this.cpu.set(labels, s.cpuPercent);
-      this.lag.set(labels, s.lagMs);
-      this.memory.set(labels, s.memoryMb ?? 0);
-      this.methodP95.set(labels, s.methodP95Ms ?? 0);
+      this.lag.set(labels, s.lagMs / 1000);
+      this.memory.set(labels, Math.round((s.memoryMb ?? 0) * 1024 * 1024));
+      this.methodP95.set(labels, (s.methodP95Ms ?? 0) / 1000);
     }
   }
 

@@ -15,7 +15,7 @@ export const jobsMetrics = {
   skipped: metrics.counter('perseid_jobs_skipped_total', 'Scheduled runs skipped because the previous run of a no-overlap job was still running'),
   takenOver: metrics.counter('perseid_jobs_taken_over_total', 'Runs this process took back from a runner that lost its lease (requeued or failed)'),
   refused: metrics.counter('perseid_jobs_results_refused_total', 'Results this process could not record because its lease had been taken over'),
-  durationMs: metrics.counter('perseid_jobs_duration_ms_total', 'Time spent in job attempts this process finished, in ms'),
+  duration: metrics.counter('perseid_jobs_duration_seconds_total', 'Time spent in job attempts this process finished'),
   running: metrics.gauge('perseid_jobs_running', 'Job attempts running in this process now'),
   queued: metrics.gauge('perseid_jobs_queued_due', 'Runs due and waiting in the queue, as of this process\'s last poll'),
 };
@@ -39,7 +39,7 @@ export function recordFinished(run: FinishedRun): void {
   if (run.status === 'succeeded') jobsMetrics.succeeded.inc();
   else if (run.status === 'failed') jobsMetrics.failed.inc();
   else jobsMetrics.retried.inc();
-  jobsMetrics.durationMs.inc(run.durationMs);
+  jobsMetrics.duration.inc(run.durationMs / 1000);
   recent.unshift(run);
   if (recent.length > RECENT) recent.length = RECENT;
 }
