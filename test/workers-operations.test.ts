@@ -35,7 +35,8 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
 
   before(async () => {
     database = freshDatabase(mongo!);
-    primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '1000'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+    // Behind one proxy (HTTP_FORWARDED_COUNT=1), as in production: the primary must still read its workers.
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '1000'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info', HTTP_FORWARDED_COUNT: '1' });
     // Clients, each following its own notes, until both workers have some.
     for (let i = 0; i < 30 && (clients.length < 6 || new Set(on.values()).size < 2); i++) {
       const client = new SimpleDDP({ endpoint: `${primary.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, reconnectInterval: 200 });
@@ -51,7 +52,9 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
     await database?.drop();
   });
 
-  const stats = async () => (await (await fetch(`${primary.url}/perseid/stats`)).json()) as Stats;
+  /** An operator asks through the proxy, from its host. */
+  const asked = (path: string) => fetch(`${primary.url}${path}`, { headers: { 'x-forwarded-for': '127.0.0.1' } });
+  const stats = async () => (await (await asked('/perseid/stats')).json()) as Stats;
 
   it('/perseid/stats counts the workers\' sessions, lists their live queries and their jobs', async () => {
     assert.equal(new Set(on.values()).size, 2, 'clients on both workers');
@@ -71,7 +74,7 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
   });
 
   it('the dashboard lists each query shape once, summed over the workers, as it lists methods', async () => {
-    const view = (await (await fetch(`${primary.url}/perseid/dashboard.json`)).json()) as { shapes: Array<{ collection: string; shape: string; ops: number }> };
+    const view = (await (await asked('/perseid/dashboard.json')).json()) as { shapes: Array<{ collection: string; shape: string; ops: number }> };
     const keys = view.shapes.map((s) => `${s.collection} ${s.shape}`);
     assert.deepEqual(keys, [...new Set(keys)], 'a shape repeated');
     const notes = view.shapes.filter((s) => s.collection === 'notes');
@@ -90,6 +93,7 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
     assert.deepEqual([...new Set(lines.filter((l) => / \[perseid:jobs\] running jobs /.test(l)).map(worker))].sort(), ['1', '2']);
     assert.deepEqual(lines.filter((l) => / \[perseid\] stopped ms=\d+ worker=\d$/.test(l)).map(worker).sort(), ['1', '2']);
     assert.match(lines.at(-1)!, / INFO {2}\[perseid\] stopped ms=\d+$/, 'the primary\'s line, after its workers\'');
+    assert.doesNotMatch(primary.log(), /could not read a worker/);
   });
 });
 

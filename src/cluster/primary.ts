@@ -175,6 +175,8 @@ export class Primary {
   private async fromWorkers<T>(path: string, what: string): Promise<Array<{ id: number; figures: T }>> {
     const token = process.env.PERSEID_ADMIN_TOKEN;
     const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+    // Behind proxies (HTTP_FORWARDED_COUNT) a worker takes its client from X-Forwarded-For: say it is this machine.
+    if (this.options.forwardedCount > 0) headers['x-forwarded-for'] = Array(this.options.forwardedCount).fill('127.0.0.1').join(', ');
     const answers = await Promise.all(
       this.pool.ready.map(async (worker) => {
         try {
