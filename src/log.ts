@@ -1,6 +1,7 @@
 /**
  * Plain-text logs people can read and tools can parse: one line per event,
- * `time LEVEL [component] message key=value ...`, on stderr.
+ * `time LEVEL [component] message key=value ...`, on stderr; the fields every
+ * line of the process carries (a worker's `worker=2`) come last.
  * Hand-written: structured JSON loggers need a second tool to be readable, and
  * the server logs little enough that speed is not the concern.
  */
@@ -22,8 +23,15 @@ function parseLevel(value: string | undefined): LogLevel {
 let threshold = RANK[parseLevel(typeof process === 'undefined' ? undefined : process.env.PERSEID_LOG_LEVEL)];
 let sink: (line: string) => void = (line) => process.stderr.write(line + '\n');
 
+let context: Record<string, unknown> = {};
+
 export function setLogLevel(level: LogLevel): void {
   threshold = RANK[level];
+}
+
+/** Fields for every line of this process, after the line's own: what tells the processes of a machine apart. */
+export function setLogContext(fields: Record<string, unknown>): void {
+  context = fields;
 }
 
 /** Redirects log lines (tests capture them; the CLI keeps stderr). */
@@ -48,10 +56,10 @@ function formatValue(value: unknown): string {
 function write(level: LogLevel, component: string, message: string, fields?: Record<string, unknown>): void {
   if (RANK[level] < threshold) return;
   let line = `${new Date().toISOString()} ${level.toUpperCase().padEnd(5)} [${component}] ${message}`;
-  if (fields) {
-    for (const [key, value] of Object.entries(fields)) {
-      if (value !== undefined) line += ` ${key}=${formatValue(value)}`;
-    }
+  const own = fields ?? {};
+  // The line's own fields, then the process's (a line's own value of the same name wins).
+  for (const [key, value] of [...Object.entries(own), ...Object.entries(context).filter(([key]) => !(key in own))]) {
+    if (value !== undefined) line += ` ${key}=${formatValue(value)}`;
   }
   sink(line);
 }

@@ -3,8 +3,8 @@
  * --workers 2` on mongo-java-server: one scrape of the primary covers both
  * workers (a `worker` label on every series), the primary's own process
  * (`worker="primary"`) and each worker's load summary (`server` label), and
- * Prometheus's query API returns the method calls this test made. Prometheus runs on loopback from
- * a temporary config and data directory, and stops with the test.
+ * Prometheus's query API returns the method calls this test made, and promtool's lint accepts every
+ * family. Prometheus runs on loopback from a temporary config and data directory, and stops with the test.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -23,6 +23,7 @@ import { freePort } from '../scripts/services/process.js';
 const APP = 'dist/test/fixtures/cluster-app.js';
 const mongo = await serviceUrl('mongo-java-server');
 const prometheusFound = spawnSync('prometheus', ['--version']).status === 0;
+const promtoolFound = spawnSync('promtool', ['--version']).status === 0;
 const skip = needsServices({ 'mongo-java-server': mongo }) || (!prometheusFound && needs('Prometheus', 'apt-get install prometheus'));
 
 
@@ -134,5 +135,11 @@ describe('Prometheus scrapes a primary with two workers', { skip }, () => {
     // Both workers and the primary.
     const processes = await query('count(count by (worker) (perseid_process_cpu_seconds_total))');
     assert.equal(processes[0]?.value[1], '3');
+  });
+
+  it('serves names promtool\'s lint accepts: base units, counters ending in _total', { skip: !promtoolFound && needs('promtool', 'apt-get install prometheus') }, async () => {
+    const text = await (await fetch(`${primary.url}/metrics`)).text();
+    const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    assert.equal(lint.status, 0, `${lint.stdout}${lint.stderr}`);
   });
 });

@@ -188,6 +188,6 @@ describe('perseid autoscale --local, with perseid load', { skip }, () => {
     assert.match(text, /^perseid_autoscale_changes_total\{direction="up"\} [1-9]/m);
     assert.match(text, /^perseid_autoscale_changes_total\{direction="down"\} [1-9]/m);
     assert.match(text, new RegExp(`^perseid_instance_sessions\\{instance="[^"]+",pod="[^"]*",url="${front.url}"\\} \\d+$`, 'm'));
-    assert.match(text, /^# TYPE perseid_instance_method_p95_ms gauge$/m);
+    assert.match(text, /^# TYPE perseid_instance_method_p95_seconds gauge$/m);
   });
 });

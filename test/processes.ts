@@ -59,6 +59,34 @@ export function startPerseid(app: string, args: string[], env: NodeJS.ProcessEnv
   });
 }
 
+export interface PerseidCommand {
+  child: ChildProcess;
+  /** What it wrote so far, stdout and stderr interleaved. */
+  output(): string;
+  /** Sends `signal` and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Runs `perseid <args>` (a command that prints no "running at" line, `autoscale` say), collecting its output. */
+export function spawnPerseid(args: string[], env: NodeJS.ProcessEnv = {}): PerseidCommand {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output += chunk.toString();
+    if (process.env.PERSEID_TEST_ECHO) process.stderr.write(chunk);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  return {
+    child,
+    output: () => output,
+    stop: (signal = 'SIGTERM') => {
+      child.kill(signal);
+      return exited(child);
+    },
+  };
+}
+
 /** Polls `check` until it holds; fails naming `what` after `timeoutMs`. */
 export async function eventually(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

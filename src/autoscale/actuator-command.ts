@@ -22,6 +22,7 @@ export interface CommandActuatorOptions {
 
 export class CommandActuator implements Actuator {
   readonly name = 'command';
+  readonly acts = true;
   private count: number | undefined;
 
   constructor(private readonly options: CommandActuatorOptions) {

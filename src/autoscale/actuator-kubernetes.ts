@@ -41,6 +41,7 @@ async function loadClient(): Promise<Client> {
 
 export class KubernetesActuator implements Actuator {
   readonly name = 'kubernetes';
+  readonly acts = true;
   private api: Promise<{ k8s: Client; apps: InstanceType<Client['AppsV1Api']>; core: InstanceType<Client['CoreV1Api']>; namespace: string }> | undefined;
 
   constructor(private readonly options: KubernetesActuatorOptions) {}

@@ -60,6 +60,7 @@ function exited(child: ChildProcess): Promise<void> {
 
 export class LocalActuator implements Actuator {
   readonly name = 'local';
+  readonly acts = true;
   private readonly locals: Local[] = [];
   private readonly host: string;
 

@@ -1,25 +1,23 @@
 /**
- * An actuator that changes nothing but its own count: `perseid autoscale
- * --dry-run` (see what the policy would do against a live cluster) and tests.
- * It remembers each change and which servers it would have drained.
+ * A platform in memory: the count it was last asked for, the servers it would
+ * have drained. The in-process actuator the shared suite and the autoscaler's
+ * tests run against.
  */
 import type { ServerEntry } from '../cluster/discovery-store.js';
 import { leastLoaded, type Actuator } from './actuator.js';
 
 export class MemoryActuator implements Actuator {
-  readonly name = 'dry-run';
+  readonly name = 'memory';
+  readonly acts = true;
   /** Each count it was asked for, in order. */
   readonly changes: number[] = [];
   /** Ids of the servers it chose to drain, in order. */
   readonly drained: string[] = [];
-  private count: number | undefined;
 
-  constructor(initial?: number) {
-    this.count = initial;
-  }
+  constructor(private count: number) {}
 
-  async current(servers: readonly ServerEntry[]): Promise<number> {
-    return this.count ?? servers.length;
+  async current(_servers: readonly ServerEntry[]): Promise<number> {
+    return this.count;
   }
 
   async settling(_servers: readonly ServerEntry[]): Promise<string | undefined> {
@@ -28,8 +26,7 @@ export class MemoryActuator implements Actuator {
 
   async scaleTo(n: number, servers: readonly ServerEntry[]): Promise<void> {
     if (!Number.isInteger(n) || n < 0) throw new Error(`cannot scale to ${n}`);
-    const from = await this.current(servers);
-    if (n < from) this.drained.push(...leastLoaded(servers, from - n).map((s) => s.id));
+    if (n < this.count) this.drained.push(...leastLoaded(servers, this.count - n).map((s) => s.id));
     this.count = n;
     this.changes.push(n);
   }

@@ -2,7 +2,9 @@
  * The actuator seam: what changes the number of servers. The autoscaler
  * decides a count; an actuator makes it so on one platform. Implementations,
  * side by side, each saying when to choose it:
- * `actuator-memory.ts` (decide and print only: `--dry-run`, tests),
+ * `actuator-dry-run.ts` (decide, print and export only: `--dry-run`, when KEDA
+ * or the HPA acts on the exported count),
+ * `actuator-memory.ts` (a platform in memory: tests),
  * `actuator-local.ts` (Perseid processes on this machine: `--local`),
  * `actuator-command.ts` (any platform with a CLI: `--scale-command "... {n}"`),
  * `actuator-kubernetes.ts` (a Deployment, through the official client).
@@ -16,8 +18,14 @@
 import type { ServerEntry } from '../cluster/discovery-store.js';
 
 export interface Actuator {
-  /** For logs: `local`, `command`, `kubernetes`, `dry-run`. */
+  /** For logs: `local`, `command`, `kubernetes`, `dry-run`, `memory`. */
   readonly name: string;
+  /**
+   * False when scaleTo changes nothing (a dry run): the count is then what
+   * discovery shows, and the autoscaler keeps deciding from it instead of
+   * waiting for, or cooling down from, a change it never made.
+   */
+  readonly acts: boolean;
   /** How many servers the platform runs, or was last asked to; `servers` is what discovery sees now. */
   current(servers: readonly ServerEntry[]): Promise<number>;
   /** Why the last change is not done yet (servers starting, a rollout), or undefined when it is. */

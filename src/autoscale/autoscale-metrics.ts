@@ -15,12 +15,13 @@ export class AutoscaleMetrics {
   private readonly desired = new Gauge({ name: 'perseid_autoscale_desired_instances', help: 'Servers the autoscaler wants, after its policy (min, max, cooldowns)', registers: [this.registry] });
   private readonly current = new Gauge({ name: 'perseid_autoscale_current_instances', help: 'Servers the platform runs or was last asked for', registers: [this.registry] });
   private readonly seen = new Gauge({ name: 'perseid_autoscale_servers_seen', help: 'Servers (web and all roles) in discovery at the last round', registers: [this.registry] });
-  private readonly changes = new Counter({ name: 'perseid_autoscale_changes_total', help: 'Changes the autoscaler made, by direction', labelNames: ['direction'], registers: [this.registry] });
+  private readonly changes = new Counter({ name: 'perseid_autoscale_changes_total', help: 'Changes the autoscaler made, by direction (none in a dry run)', labelNames: ['direction'], registers: [this.registry] });
   private readonly sessions = new Gauge({ name: 'perseid_instance_sessions', help: 'DDP sessions open on each server', labelNames: LABELS, registers: [this.registry] });
   private readonly cpu = new Gauge({ name: 'perseid_instance_cpu_percent', help: 'CPU of each server, percent of one core', labelNames: LABELS, registers: [this.registry] });
-  private readonly lag = new Gauge({ name: 'perseid_instance_event_loop_lag_ms', help: 'Event-loop delay of each server, ms', labelNames: LABELS, registers: [this.registry] });
-  private readonly memory = new Gauge({ name: 'perseid_instance_memory_mb', help: 'Resident memory of each server, MiB', labelNames: LABELS, registers: [this.registry] });
-  private readonly methodP95 = new Gauge({ name: 'perseid_instance_method_p95_ms', help: '95th percentile method time of each server, ms', labelNames: LABELS, registers: [this.registry] });
+  // Base units (seconds, bytes), as Prometheus names them and as a server's own perseid_server_* gauges are.
+  private readonly lag = new Gauge({ name: 'perseid_instance_event_loop_delay_seconds', help: 'Event-loop delay of each server', labelNames: LABELS, registers: [this.registry] });
+  private readonly memory = new Gauge({ name: 'perseid_instance_resident_memory_bytes', help: 'Resident memory of each server', labelNames: LABELS, registers: [this.registry] });
+  private readonly methodP95 = new Gauge({ name: 'perseid_instance_method_p95_seconds', help: '95th percentile method time of each server', labelNames: LABELS, registers: [this.registry] });
 
   constructor() {
     for (const direction of ['up', 'down']) this.changes.inc({ direction }, 0);
@@ -31,7 +32,6 @@ export class AutoscaleMetrics {
     this.desired.set(decision.desired);
     this.current.set(current);
     this.seen.set(servers.length);
-    if (decision.direction !== 'hold') this.changes.inc({ direction: decision.direction });
     const perServer = [this.sessions, this.cpu, this.lag, this.memory, this.methodP95];
     // Servers that left must not linger as stale series.
     for (const gauge of perServer) gauge.reset();
@@ -39,9 +39,14 @@ export class AutoscaleMetrics {
       const labels = { instance: s.id, pod: s.host ?? '', url: s.url };
       this.sessions.set(labels, s.sessions);
       this.cpu.set(labels, s.cpuPercent);
-      this.lag.set(labels, s.lagMs);
-      this.memory.set(labels, s.memoryMb ?? 0);
-      this.methodP95.set(labels, s.methodP95Ms ?? 0);
+      this.lag.set(labels, s.lagMs / 1000);
+      this.memory.set(labels, Math.round((s.memoryMb ?? 0) * 1024 * 1024));
+      this.methodP95.set(labels, (s.methodP95Ms ?? 0) / 1000);
     }
+  }
+
+  /** Counts a change the actuator made. */
+  changed(direction: 'up' | 'down'): void {
+    this.changes.inc({ direction });
   }
 }

@@ -3,9 +3,13 @@
  * (servers whose role takes clients; jobs servers are left out), keeps the
  * rounds since the last change within a window, asks the policy for a
  * count, has the actuator make it so, prints one line with the figures and
- * the decision, and exports both for Prometheus.
+ * the decision, and exports both for Prometheus. An actuator that does not act
+ * (a dry run) makes no change of its own: there the change that restarts the
+ * rounds and the cooldowns is a change of the count discovery shows (KEDA or
+ * the HPA following the exported decision, say).
  */
 import type { DiscoveryStore, ServerEntry } from '../cluster/discovery-store.js';
+import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
 import type { Actuator } from './actuator.js';
 import type { AutoscaleMetrics } from './autoscale-metrics.js';
@@ -57,23 +61,24 @@ export function roundLine(round: Round): string {
 export class Autoscaler {
   private samples: Sample[] = [];
   private lastChange: { at: number; from: number; to: number } | undefined;
+  /** A dry run's count at the previous round. */
+  private observed: number | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
-  private failures = 0;
+  private readonly failures: FailureLog;
 
-  constructor(private readonly options: AutoscalerOptions) {}
+  constructor(private readonly options: AutoscalerOptions) {
+    this.failures = new FailureLog(options.log, 'autoscale round');
+  }
 
   start(): void {
     const tick = () => {
       if (this.stopped) return;
       this.running = this.round()
-        .then(() => void (this.failures = 0))
-        .catch((error: Error) => {
-          // An unreachable registry or platform: say so, keep trying (each round starts afresh).
-          this.failures++;
-          this.options.log.warn('autoscale round failed', { error: error.message, failures: this.failures });
-        })
+        .then(() => this.failures.succeeded())
+        // An unreachable registry or platform: say so once, keep trying (each round starts afresh).
+        .catch((error: unknown) => this.failures.failed(error))
         .finally(() => {
           if (!this.stopped) this.timer = setTimeout(tick, this.options.intervalMs);
         });
@@ -92,6 +97,10 @@ export class Autoscaler {
     const { store, ttlMs, actuator, policy, windowMs } = this.options;
     const servers = (await store.list(ttlMs)).filter((s) => s.role !== 'jobs');
     const current = await actuator.current(servers);
+    if (!actuator.acts) {
+      if (this.observed !== undefined && current !== this.observed) this.changed(now, this.observed, current);
+      this.observed = current;
+    }
     const sample: Sample = { at: now, servers: servers.length, averages: averages(servers) };
     // Discovery not yet showing the count asked for means a change is still under way.
     const settling = servers.length !== current ? `${servers.length} of ${current} servers in discovery` : await actuator.settling(servers);
@@ -103,9 +112,17 @@ export class Autoscaler {
     this.options.metrics?.round(servers, current, decision);
     if (decision.direction !== 'hold') {
       await actuator.scaleTo(decision.desired, servers);
-      this.lastChange = { at: now, from: current, to: decision.desired };
-      this.samples = [];
+      if (actuator.acts) {
+        this.changed(now, current, decision.desired);
+        this.options.metrics?.changed(decision.direction);
+      }
     }
     return round;
+  }
+
+  /** The count changed: rounds start afresh (figures of the old count say little about the new), cooldowns from now. */
+  private changed(at: number, from: number, to: number): void {
+    this.lastChange = { at, from, to };
+    this.samples = [];
   }
 }

@@ -8,10 +8,11 @@ import type { Actuator } from '../autoscale/actuator.js';
 import { configProblem, METRICS, type Metric, type PolicyConfig, type Rule } from '../autoscale/policy.js';
 import { createLogger, redactedUrl, setLogLevel, type LogLevel } from '../log.js';
 import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
-import { checkMongoUrls } from './preflight.js';
+import { checkMongoUrls, listenOn, type AddressFlags } from './preflight.js';
 import { openDiscoveryStore } from './scale-out.js';
 
 const DEFAULT_RULES = ['sessions:300:100', 'cpuPercent:70:30'];
+const METRICS_LISTEN: AddressFlags = { port: '--metrics-port or PERSEID_AUTOSCALE_METRICS_PORT', host: '--metrics-host' };
 
 export const autoscaleCommand: CommandSpec = {
   name: 'autoscale',
@@ -23,7 +24,7 @@ export const autoscaleCommand: CommandSpec = {
     'scale-command': { type: 'string', value: '"<cmd {n}>"', help: 'Run this shell command with {n} replaced by the count (docker compose, fly, nomad)' },
     kubernetes: { type: 'string', value: '<deployment>', help: 'Scale this Kubernetes Deployment (needs @kubernetes/client-node)' },
     namespace: { type: 'string', value: '<ns>', help: 'The Deployment\'s namespace (default: the kubeconfig context\'s, else default)' },
-    'dry-run': { type: 'boolean', help: 'Decide and print, change nothing' },
+    'dry-run': { type: 'boolean', help: 'Decide, print and export, change nothing (the count is what discovery shows)' },
     min: { type: 'string', default: '1', value: '<n>', help: 'Fewest servers' },
     max: { type: 'string', default: '10', value: '<n>', help: 'Most servers' },
     step: { type: 'string', default: '1', value: '<n>', help: 'Servers added or removed per change' },
@@ -104,8 +105,8 @@ async function actuatorFrom(values: Parsed['values'], log: ReturnType<typeof cre
     const { KubernetesActuator } = await import('../autoscale/actuator-kubernetes.js');
     return new KubernetesActuator({ deployment: values.kubernetes, namespace: values.namespace as string | undefined, log: log.child('kubernetes') });
   }
-  const { MemoryActuator } = await import('../autoscale/actuator-memory.js');
-  return new MemoryActuator();
+  const { DryRunActuator } = await import('../autoscale/actuator-dry-run.js');
+  return new DryRunActuator();
 }
 
 export async function runAutoscale(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<void> {
@@ -133,9 +134,11 @@ export async function runAutoscale(parsed: Parsed, env: NodeJS.ProcessEnv = proc
     import('../autoscale/exporter.js'),
   ]);
 
-  const registry = await openDiscoveryStore({ discovery, redisUrl, mongoUrl });
   const metrics = new AutoscaleMetrics();
-  const exporter = metricsPort === undefined ? undefined : await serveMetrics(metrics.registry, metricsPort, String(values['metrics-host']));
+  const metricsHost = String(values['metrics-host']);
+  // Before the registry opens: a port in use is one line, with nothing to close.
+  const exporter = metricsPort === undefined ? undefined : await listenOn(() => serveMetrics(metrics.registry, metricsPort, metricsHost), metricsPort, metricsHost, METRICS_LISTEN);
+  const registry = await openDiscoveryStore({ discovery, redisUrl, mongoUrl }, log.child('discovery'));
   const autoscaler = new Autoscaler({
     store: registry.store,
     ttlMs: 3 * announceMs,

@@ -5,12 +5,12 @@
  * Redis when REDIS_URL is set, else the app's MongoDB, else (the embedded
  * store, one process) memory.
  */
-import { Redis } from 'ioredis';
 import type { Database } from '../collections/database.js';
 import { DatabaseLease, LEASES_COLLECTION } from '../coordination/lease-database.js';
 import { MemoryLeases } from '../coordination/lease-memory.js';
 import type { LeaseFactory } from '../coordination/lease.js';
 import { RedisLease } from '../coordination/lease-redis.js';
+import { redisClient } from '../redis-client.js';
 import type { Logger } from '../log.js';
 import { SERVER_ROLES, type PerseidServer, type ServerRole } from '../server/app.js';
 import { integerOption, UsageError, type OptionSpec, type Parsed } from './args.js';
@@ -76,7 +76,7 @@ export async function startJobs(
     leases = (options) => table.lease(options);
     kind = 'memory';
   } else if (env.REDIS_URL) {
-    const redis = new Redis(env.REDIS_URL, { maxRetriesPerRequest: 2 });
+    const redis = redisClient(env.REDIS_URL, { maxRetriesPerRequest: 2 }, log.child('leases'));
     const prefix = env.MONGO_URL ? keyPrefix(env.MONGO_URL) : 'perseid:';
     leases = (options) => new RedisLease(redis, options, prefix);
     closeLeases = async () => redis.disconnect();

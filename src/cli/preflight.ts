@@ -41,6 +41,15 @@ export function listenFailure(error: NodeJS.ErrnoException, port: number, host: 
   }
 }
 
+/** Listens, turning a port in use or an address not of this machine into one line. */
+export async function listenOn<T>(listen: () => Promise<T>, port: number, host: string, flags: AddressFlags = MAIN_ADDRESS): Promise<T> {
+  try {
+    return await listen();
+  } catch (error) {
+    throw listenFailure(error as NodeJS.ErrnoException, port, host, flags) ?? error;
+  }
+}
+
 /** Binds and releases `port` on `host`, so a taken port is reported before the data directory is made. */
 export async function checkPort(port: number, host: string, flags: AddressFlags = MAIN_ADDRESS): Promise<void> {
   // Port 0 too: the host may not be an address of this machine.

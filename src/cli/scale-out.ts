@@ -139,15 +139,18 @@ export async function openFanout(config: ScaleOut, id: string, log: Logger): Pro
   return { bus, store: { bus, serverId: id, relay } };
 }
 
-/** The registry the servers of a cluster share: in Redis (namespaced by the database's name) or in the app's MongoDB. */
-export async function openDiscoveryStore(config: Pick<ScaleOut, 'discovery' | 'redisUrl' | 'mongoUrl'>): Promise<{ store: DiscoveryStore; close(): Promise<void> }> {
+/**
+ * The registry the servers of a cluster share: in Redis (namespaced by the database's name) or in the app's
+ * MongoDB. Either outlives its database being down, at start too: the autoscaler reads it for weeks.
+ */
+export async function openDiscoveryStore(config: Pick<ScaleOut, 'discovery' | 'redisUrl' | 'mongoUrl'>, log: Logger): Promise<{ store: DiscoveryStore; close(): Promise<void> }> {
   if (config.discovery === 'mongo') {
-    const [{ MongoClient }, { MongoDiscoveryStore }] = await Promise.all([import('mongodb'), import('../cluster/discovery-store-mongo.js')]);
-    const client = new MongoClient(config.mongoUrl!, { serverSelectionTimeoutMS: 10000 });
-    return { store: new MongoDiscoveryStore(client.db()), close: () => client.close() };
+    const [{ ReconnectingClient }, { MongoDiscoveryStore }] = await Promise.all([import('../data/mongo/reconnecting-client.js'), import('../cluster/discovery-store-mongo.js')]);
+    const client = new ReconnectingClient(config.mongoUrl!);
+    return { store: new MongoDiscoveryStore(() => client.db()), close: () => client.close() };
   }
-  const [{ Redis }, { RedisDiscoveryStore }] = await Promise.all([import('ioredis'), import('../cluster/discovery-store-redis.js')]);
-  const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 2 });
+  const [{ redisClient }, { RedisDiscoveryStore }] = await Promise.all([import('../redis-client.js'), import('../cluster/discovery-store-redis.js')]);
+  const redis = redisClient(config.redisUrl!, { maxRetriesPerRequest: 2 }, log);
   return { store: new RedisDiscoveryStore(redis, `${keyPrefix(config.mongoUrl!)}servers:`), close: async () => redis.disconnect() };
 }
 
@@ -165,7 +168,7 @@ export async function joinCluster(
   log: Logger,
   role = 'all',
 ): Promise<Joined> {
-  const { store, close } = await openDiscoveryStore(config);
+  const { store, close } = await openDiscoveryStore(config, log.child('discovery'));
   const membership = new ClusterMembership(
     { id, url: config.publicUrl!, internalUrl: config.internalUrl, balancer: config.balancer, role, store, intervalMs: config.intervalMs, log: log.child('cluster') },
     load,

@@ -9,7 +9,7 @@ import { getDefaultDatabase, setDefaultDatabaseOptions, type Database } from '..
 import { DatabaseUnavailableError } from '../data/driver.js';
 import type { ChangeSourceChoice } from '../data/mongo/store.js';
 import type { ChangeSourceKind } from '../data/change-source.js';
-import { createLogger, setLogLevel, type Logger, type LogLevel } from '../log.js';
+import { createLogger, setLogContext, setLogLevel, type Logger, type LogLevel } from '../log.js';
 import { apmSetting } from '../metrics/apm.js';
 import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerOptions } from '../server/app.js';
 import { forwardedCountFromEnv } from '../server/connection-handle.js';
@@ -17,7 +17,7 @@ import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
-import { ADMIN_ADDRESS, checkDataDir, checkMongoUrls, checkPort, checkRedis, listenFailure, MAIN_ADDRESS, type AddressFlags } from './preflight.js';
+import { ADMIN_ADDRESS, checkDataDir, checkMongoUrls, checkPort, checkRedis, listenOn } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { StoreError } from '../data/embedded/store-errors.js';
@@ -133,14 +133,6 @@ async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
   }
 }
 
-/** Listens, turning a port in use or an address not of this machine into one line. */
-async function listenOn<T>(listen: () => Promise<T>, port: number, host: string, flags: AddressFlags = MAIN_ADDRESS): Promise<T> {
-  try {
-    return await listen();
-  } catch (error) {
-    throw listenFailure(error as NodeJS.ErrnoException, port, host, flags) ?? error;
-  }
-}
 
 /** The `--admin-port` server: the operational endpoints only (still behind the admin check). */
 async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) => boolean, port: number, host: string, log: Logger): Promise<void> {
@@ -194,6 +186,21 @@ function exitOnUncaught(log: Logger): void {
   process.on('unhandledRejection', fatal('unhandled promise rejection'));
 }
 
+/** Runs `work` (a drain, a close), then exits: 0 after a last line saying the process stopped, 1 after one saying why not. */
+function exitAfter(log: Logger, work: () => Promise<unknown>): void {
+  const started = Date.now();
+  work().then(
+    () => {
+      log.info('stopped', { ms: Date.now() - started });
+      process.exit(0);
+    },
+    (error: unknown) => {
+      log.error('shutdown failed', { error });
+      process.exit(1);
+    },
+  );
+}
+
 /** SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C, stops now; a second signal exits. */
 function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>): void {
   let stopping = false;
@@ -204,13 +211,7 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
     }
     stopping = true;
     log.info(signal === 'SIGTERM' ? 'draining, then stopping' : 'stopping', { signal });
-    work().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        log.error('shutdown failed', { error });
-        process.exit(1);
-      },
-    );
+    exitAfter(log, work);
   };
   process.once('SIGINT', () => handle('SIGINT', stop));
   process.once('SIGTERM', () => handle('SIGTERM', drain));
@@ -222,7 +223,9 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const level = String(values['log-level']);
   if (!LEVELS.includes(level)) throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
   setLogLevel(level as LogLevel);
-  const log = createLogger(isWorker() ? `worker ${env.PERSEID_WORKER_ID}` : 'perseid');
+  // A worker's lines, whichever part of it writes them, say which worker (two would otherwise log alike).
+  if (isWorker()) setLogContext({ worker: env.PERSEID_WORKER_ID });
+  const log = createLogger('perseid');
   exitOnUncaught(log);
   const port = integerOption(values, 'port', 0, 65535)!;
   const host = String(values.host);
@@ -260,9 +263,13 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     const setup = await loadAppModule(appPath);
     const database = await openAppDatabase(undefined);
     const server = await bootApp(setup, appPath, serverOptions, database);
-    await serveAsWorker(server);
-    const stopJobs = await startJobs(server, database, jobs, env, id, log);
-    process.once('SIGTERM', () => void Promise.all([server.close(), stopJobs()]).then(() => database.close()).then(closeFanout).then(() => process.exit(0)));
+    // As a single server stops: jobs stop alongside (running attempts may finish), then the database closes.
+    let stopJobs = async () => undefined as void;
+    const after = () => database.close().then(closeFanout);
+    await serveAsWorker(server, (windowMs) => exitAfter(log, () => Promise.all([server.drain(windowMs), stopJobs()]).then(after)));
+    stopJobs = await startJobs(server, database, jobs, env, id, log);
+    // The primary's last resort for a worker slow to drain.
+    process.once('SIGTERM', () => exitAfter(log, () => Promise.all([server.close(), stopJobs()]).then(after)));
     return server;
   }
 

@@ -3,6 +3,7 @@
  * every `intervalMs`, with a time to live, in a DiscoveryStore; an entry not
  * renewed within it (a dead server) drops out.
  */
+import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
 import type { DiscoveryStore, SelfDescription, ServerEntry } from './discovery-store.js';
 
@@ -20,6 +21,7 @@ export class Discovery {
   private left = false;
   readonly intervalMs: number;
   readonly ttlMs: number;
+  private readonly failures: FailureLog;
 
   constructor(
     private readonly store: DiscoveryStore,
@@ -29,6 +31,7 @@ export class Discovery {
   ) {
     this.intervalMs = options.intervalMs ?? 2000;
     this.ttlMs = options.ttlMs ?? 3 * this.intervalMs;
+    this.failures = new FailureLog(options.log, 'discovery update');
   }
 
   async start(): Promise<void> {
@@ -57,10 +60,11 @@ export class Discovery {
     try {
       await this.store.put({ ...this.describe(), id: this.id, updatedAt: Date.now() }, this.ttlMs);
       const servers = await this.store.list(this.ttlMs);
+      this.failures.succeeded();
       if (this.left) return;
       this.known = servers;
     } catch (error) {
-      this.options.log.warn('discovery update failed', { error: (error as Error).message });
+      this.failures.failed(error);
     }
   }
 }

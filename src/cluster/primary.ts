@@ -24,6 +24,7 @@ import { serverSummary, type LoadFigures } from './load-monitor.js';
 import { proxyRequest } from '../transport/proxy.js';
 import { FrontDoor } from '../server/front-door.js';
 import { WorkerPool, type WorkerHandle } from './worker-pool.js';
+import { mergeWorkerStats } from './worker-stats.js';
 
 export interface PrimaryOptions {
   workers: number;
@@ -88,6 +89,7 @@ export class Primary {
       contentSecurityPolicy: options.contentSecurityPolicy,
       peerOrigins: () => this.door.peerOrigins(),
       apm: () => this.workersApm(),
+      stats: () => this.workersStats(),
       adminEndpoints: options.adminEndpoints !== false,
     });
     metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
@@ -170,27 +172,44 @@ export class Primary {
     metrics.removeSection('workers');
   }
 
-  /** The APM figures of every ready worker (read from its private loopback port), so one scrape of the primary covers the machine. */
-  private async workersApm(): Promise<ApmSnapshot> {
+  /** What each ready worker answers at `path` of its private loopback port (a worker that does not is left out, and logged). */
+  private async fromWorkers<T>(path: string, what: string): Promise<Array<{ id: number; figures: T }>> {
     const token = process.env.PERSEID_ADMIN_TOKEN;
     const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
-    const snapshots = await Promise.all(
+    // Behind proxies (HTTP_FORWARDED_COUNT) a worker takes its client from X-Forwarded-For: say it is this machine.
+    if (this.options.forwardedCount > 0) headers['x-forwarded-for'] = Array(this.options.forwardedCount).fill('127.0.0.1').join(', ');
+    const answers = await Promise.all(
       this.pool.ready.map(async (worker) => {
         try {
-          const res = await fetch(`http://127.0.0.1:${worker.httpPort}/perseid/apm`, { headers, signal: AbortSignal.timeout(5000) });
+          const res = await fetch(`http://127.0.0.1:${worker.httpPort}${path}`, { headers, signal: AbortSignal.timeout(5000) });
           if (!res.ok) throw new Error(`answered ${res.status}`);
-          return (await res.json()) as ApmSnapshot;
+          return { id: worker.id, figures: (await res.json()) as T };
         } catch (error) {
-          this.options.log.warn('could not read a worker\'s APM figures', { worker: worker.id, error: (error as Error).message });
+          this.options.log.warn(`could not read a worker's ${what}`, { worker: worker.id, error: (error as Error).message });
           return undefined;
         }
       }),
     );
-    const merged = mergeSnapshots(snapshots.filter((s): s is ApmSnapshot => s !== undefined));
+    return answers.filter((a) => a !== undefined);
+  }
+
+  /** The APM figures of every ready worker, so one scrape of the primary covers the machine. */
+  private async workersApm(): Promise<ApmSnapshot> {
+    const merged = mergeSnapshots((await this.fromWorkers<ApmSnapshot>('/perseid/apm', 'APM figures')).map((a) => a.figures));
     merged.primary = { pid: process.pid, ...apm.processFigures() };
     // Its workers, then (in a cluster) every server of it as the cluster's registry has them.
     merged.servers = [...this.pool.ready.map((w) => serverSummary(`worker-${w.id}`, w.load)), ...(this.router?.serverSummaries() ?? [])];
     return merged;
+  }
+
+  /** The workers' stats as one (worker-stats.ts), the primary's sections (its workers, the cluster), and its own counters (its change feed's). */
+  private async workersStats(): Promise<Record<string, unknown>> {
+    const workers = await this.fromWorkers<Record<string, unknown>>('/perseid/stats', 'stats');
+    return {
+      ...mergeWorkerStats(workers.map((w) => ({ id: w.id, stats: w.figures }))),
+      ...metrics.describeSections(),
+      primary: { pid: process.pid, ...metrics.snapshot() },
+    };
   }
 
   /** Answers an operational endpoint on the `--admin-port` server; false for any other path. */

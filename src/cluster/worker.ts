@@ -36,8 +36,8 @@ export function primaryFeedLink(): FeedLink {
   };
 }
 
-/** Serves as a worker until the primary tells it to drain, or goes away. */
-export async function serveAsWorker(server: PerseidServer): Promise<void> {
+/** Serves as a worker until the primary tells it to drain (then `drain` runs, and ends the process), or goes away. */
+export async function serveAsWorker(server: PerseidServer, drain: (windowMs: number) => void): Promise<void> {
   // Only the primary listens publicly; this port is for the SockJS requests it proxies here.
   const { port } = await server.servedThroughPrimary().listen(0, '127.0.0.1');
   const monitor = new LoadMonitor(() => server.sessionCount);
@@ -53,7 +53,7 @@ export async function serveAsWorker(server: PerseidServer): Promise<void> {
     } else if (message.type === 'origins') {
       server.trustPeerOrigins(message.origins);
     } else if (message.type === 'drain') {
-      void server.drain(message.windowMs).then(() => process.exit(0));
+      drain(message.windowMs);
     }
   });
   // Without its primary nobody can reach this worker: leave.

@@ -15,7 +15,7 @@ export const jobsMetrics = {
   skipped: metrics.counter('perseid_jobs_skipped_total', 'Scheduled runs skipped because the previous run of a no-overlap job was still running'),
   takenOver: metrics.counter('perseid_jobs_taken_over_total', 'Runs this process took back from a runner that lost its lease (requeued or failed)'),
   refused: metrics.counter('perseid_jobs_results_refused_total', 'Results this process could not record because its lease had been taken over'),
-  durationMs: metrics.counter('perseid_jobs_duration_ms_total', 'Time spent in job attempts this process finished, in ms'),
+  duration: metrics.counter('perseid_jobs_duration_seconds_total', 'Time spent in job attempts this process finished'),
   running: metrics.gauge('perseid_jobs_running', 'Job attempts running in this process now'),
   queued: metrics.gauge('perseid_jobs_queued_due', 'Runs due and waiting in the queue, as of this process\'s last poll'),
 };
@@ -39,7 +39,7 @@ export function recordFinished(run: FinishedRun): void {
   if (run.status === 'succeeded') jobsMetrics.succeeded.inc();
   else if (run.status === 'failed') jobsMetrics.failed.inc();
   else jobsMetrics.retried.inc();
-  jobsMetrics.durationMs.inc(run.durationMs);
+  jobsMetrics.duration.inc(run.durationMs / 1000);
   recent.unshift(run);
   if (recent.length > RECENT) recent.length = RECENT;
 }
@@ -58,6 +58,25 @@ export function showJobs(describe: () => Omit<JobsSection, 'recent'>): void {
 
 export function hideJobs(): void {
   metrics.removeSection('jobs');
+}
+
+/** Several processes' jobs sections as one (a workers' primary's): each schedule's earliest next run, and the latest runs of them all. */
+export function mergeJobsSections(sections: readonly JobsSection[]): Omit<JobsSection, 'runner'> & { runners: string[] } {
+  const schedules = new Map<string, JobsSection['schedules'][number]>();
+  for (const s of sections.flatMap((section) => section.schedules)) {
+    const known = schedules.get(s.job);
+    if (!known || (s.nextRunAt !== undefined && (known.nextRunAt === undefined || s.nextRunAt < known.nextRunAt))) schedules.set(s.job, s);
+  }
+  return {
+    role: sections[0]?.role ?? 'all',
+    runners: sections.flatMap((section) => (section.runner === undefined ? [] : [section.runner])),
+    schedules: [...schedules.values()],
+    // Read back from JSON, a date is its ISO text: new Date() takes either.
+    recent: sections
+      .flatMap((section) => section.recent)
+      .sort((a, b) => new Date(b.finishedAt).getTime() - new Date(a.finishedAt).getTime())
+      .slice(0, RECENT),
+  };
 }
 
 /** One job's line on the dashboard, from the durable history (every process's runs, not only this one's). */

@@ -31,6 +31,32 @@ export interface ShapeFigures {
   lastAt: number;
 }
 
+/** Figures of the same shape from several processes (a primary's workers) as one, per collection and shape: sums, the span, the latest plan. */
+export function mergeShapes(shapes: readonly ShapeFigures[]): ShapeFigures[] {
+  const merged = new Map<string, ShapeFigures>();
+  for (const s of shapes) {
+    const key = `${s.collection}\u0000${s.shape.key}`;
+    const row = merged.get(key);
+    if (!row) {
+      merged.set(key, { ...s });
+      continue;
+    }
+    row.ops += s.ops;
+    row.timeMs += s.timeMs;
+    row.slow += s.slow;
+    row.returned += s.returned;
+    row.examined += s.examined;
+    row.measuredOps += s.measuredOps;
+    row.measuredReturned += s.measuredReturned;
+    row.firstAt = Math.min(row.firstAt, s.firstAt);
+    if (s.lastAt > row.lastAt) {
+      row.lastAt = s.lastAt;
+      if (s.plan) row.plan = s.plan;
+    }
+  }
+  return [...merged.values()];
+}
+
 export interface IndexAdvice {
   action: 'create' | 'drop';
   collection: string;

@@ -9,7 +9,7 @@
  * per-name figures are fixed-bucket histograms; nothing is counted per
  * subscriber of a change; the process is sampled every 2 s by one timer.
  */
-import { adviseIndexes, type IndexAdvice, type ShapeFigures } from './advisor.js';
+import { adviseIndexes, mergeShapes, type IndexAdvice, type ShapeFigures } from './advisor.js';
 import { BoundedNames } from './bounded-names.js';
 import { capacityReport, type CapacityReport, type CapacityTarget } from './capacity.js';
 import { DatabaseStats, type IndexDescription } from './database-stats.js';
@@ -464,7 +464,7 @@ export interface ApmSnapshot {
 /** Index advice over one or more processes' reports (a machine's workers share a database). */
 export function adviceFor(snapshot: ApmSnapshot): IndexAdvice[] {
   return adviseIndexes(
-    snapshot.reports.flatMap((r) => r.database.shapes),
+    mergeShapes(snapshot.reports.flatMap((r) => r.database.shapes)),
     snapshot.indexes,
   );
 }

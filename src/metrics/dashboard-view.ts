@@ -1,11 +1,12 @@
 /**
  * The figures a person reads (the dashboard, `perseid top`), computed from one
  * or more processes' snapshots: histograms merged across workers and turned
- * into percentiles, breakdowns into means per call, charts' points summed
- * over workers, traces and errors merged, with index advice and capacity.
+ * into percentiles, breakdowns into means per call, query shapes and charts'
+ * points summed over workers, traces and errors merged, with index advice and
+ * capacity.
  */
 import { adviceFor, capacityFor, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
-import type { IndexAdvice } from './advisor.js';
+import { mergeShapes, type IndexAdvice } from './advisor.js';
 import type { CapacityReport, CapacityTarget } from './capacity.js';
 import type { ErrorRecord } from './error-store.js';
 import { Histogram } from './histogram.js';
@@ -188,8 +189,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
     .flatMap((r) => r.errors)
     .sort((a, b) => b.lastAt - a.lastAt)
     .slice(0, 30);
-  const shapes = reports
-    .flatMap((r) => r.database.shapes)
+  const shapes = mergeShapes(reports.flatMap((r) => r.database.shapes))
     .sort((a, b) => b.timeMs - a.timeMs)
     .slice(0, 30)
     .map((s) => {

@@ -4,7 +4,8 @@
  * `REDIS_URL` is set (every server of a cluster then shares them), else in
  * memory.
  */
-import { Redis } from 'ioredis';
+import { redisClient } from '../redis-client.js';
+import type { Logger } from '../log.js';
 import type { PerseidServer } from '../server/app.js';
 import { MemoryRateLimitStore } from './rate-limit-memory.js';
 import { RedisRateLimitStore } from './rate-limit-redis.js';
@@ -18,12 +19,11 @@ export interface RateLimiterSetup {
   store?: RateLimitStore;
 }
 
-function defaultStore(): RateLimitStore {
+function defaultStore(log: Logger): RateLimitStore {
   const url = process.env.REDIS_URL;
   if (!url) return new MemoryRateLimitStore();
   // Fail fast while Redis is away (the limiter then allows calls) rather than queueing every call behind it.
-  const redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false });
-  redis.on('error', () => undefined); // reported by the limiter when a check fails
+  const redis = redisClient(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false }, log);
   return new RedisRateLimitStore(redis, keyPrefix(process.env.MONGO_URL), true);
 }
 
@@ -38,7 +38,8 @@ function keyPrefix(mongoUrl: string | undefined): string {
 export function rateLimiter(server: PerseidServer, setup: RateLimiterSetup = {}): RateLimiter {
   let limiter = limiters.get(server);
   if (!limiter) {
-    limiter = new RateLimiter({ store: setup.store ?? defaultStore(), logger: server.log.child('rate-limit') });
+    const log = server.log.child('rate-limit');
+    limiter = new RateLimiter({ store: setup.store ?? defaultStore(log), logger: log });
     limiters.set(server, limiter);
     server.beforeDispatch(limiter.hook);
     const closing = limiter;

@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { DDPError, defineError } from '../ddp/errors.js';
+import { reasonOf } from '../failure-log.js';
 import { createLogger, type Logger } from '../log.js';
 import type { DispatchEvent } from '../server/dispatch-hooks.js';
 import { rateLimitMetrics } from './rate-limit-metrics.js';
@@ -206,6 +207,6 @@ export class RateLimiter {
     rateLimitMetrics.storeErrors.inc();
     if (Date.now() - this.lastStoreWarning < 10000) return;
     this.lastStoreWarning = Date.now();
-    this.log.warn('rate limit store unreachable; allowing calls meanwhile', { error });
+    this.log.warn('rate limit store unreachable; allowing calls meanwhile', { error: reasonOf(error) });
   }
 }

@@ -43,6 +43,8 @@ export interface HttpOptions {
   peerOrigins?: () => readonly string[];
   /** Where `/metrics`, the dashboard and the other APM endpoints get their figures (default: this process). */
   apm?: ApmSource;
+  /** Where `/perseid/stats` gets its figures (default: this process's). */
+  stats?: StatsSource;
   /** False when another port serves the operational endpoints (`--admin-port`): then they answer 404 here. */
   adminEndpoints?: boolean;
 }
@@ -56,6 +58,11 @@ export interface HealthReport {
   sessions: number;
   uptimeSeconds: number;
 }
+
+/** What `/perseid/stats` answers: every counter and gauge by name, and every section (live queries, jobs, ...). */
+export type StatsSource = () => Promise<Record<string, unknown>>;
+
+const localStats: StatsSource = async () => ({ ...metrics.snapshot(), ...metrics.describeSections() });
 
 const CLIENT_BUNDLE = new URL('../../browser/perseid-client.js', import.meta.url);
 
@@ -139,8 +146,16 @@ export class HttpRoutes {
 
   private sendStats(req: IncomingMessage, res: ServerResponse): void {
     if (!guardAdmin(req, res, this.admin)) return;
-    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-    res.end(JSON.stringify({ ...metrics.snapshot(), ...metrics.describeSections() }));
+    (this.options.stats ?? localStats)().then(
+      (stats) => {
+        res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+        res.end(JSON.stringify(stats));
+      },
+      (error: unknown) => {
+        res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
+        res.end(`Could not collect the figures: ${error instanceof Error ? error.message : String(error)}\n`);
+      },
+    );
   }
 
   private sendClientBundle(res: ServerResponse): void {

@@ -11,8 +11,8 @@
  * streams when a probe shows the server delivers them, else polling.
  */
 import { apm } from '../../metrics/apm.js';
-import { MongoClient } from 'mongodb';
-import { createLogger, redactedUrl, type Logger } from '../../log.js';
+import type { MongoClient } from 'mongodb';
+import { createLogger, type Logger } from '../../log.js';
 import type { ChangeSourceKind } from '../change-source.js';
 import { dataMetrics } from '../data-metrics.js';
 import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
@@ -21,6 +21,7 @@ import type { Lease } from '../../coordination/lease.js';
 import type { WatchedCollections } from '../../fanout/watched-collections.js';
 import { ChangeHub } from './change-hub.js';
 import { ClientHolder, isUnavailable } from './client-holder.js';
+import { connectMongo } from './connect.js';
 import { MongoCollection } from './collection.js';
 import { FanoutFeeder } from './fanout-feeder.js';
 import { openDatabaseFeeder, type DatabaseFeeder } from './feeders.js';
@@ -61,28 +62,6 @@ export interface MongoStoreOptions {
   fanout?: { bus: FanoutBus; serverId: string; relay?: { lease: Lease; watched: WatchedCollections; intervalMs?: number } };
 }
 
-/** A connected client, or a DatabaseUnavailableError that says where it could not connect (a start fails with that, not a driver stack). */
-async function connected(url: string, serverSelectionTimeoutMS: number): Promise<MongoClient> {
-  // A timeout written in the URL wins (an options object would override it).
-  const timeoutInUrl = /[?&]serverSelectionTimeoutMS=(\d+)/i.exec(url);
-  if (timeoutInUrl) serverSelectionTimeoutMS = Number(timeoutInUrl[1]);
-  // The driver's connect timeout (30 s by default) also bounds how long its monitor waits on a server
-  // that accepts a connection but does not answer yet (one restarting); 5 s is plenty on a LAN.
-  const connectTimeoutMS = /[?&]connectTimeoutMS=/i.test(url) ? undefined : 5000;
-  // Command monitoring feeds the APM's per-command figures (a few events per command; none when APM is off).
-  const client = new MongoClient(url, { serverSelectionTimeoutMS, ...(connectTimeoutMS ? { connectTimeoutMS } : {}), monitorCommands: apm.enabled });
-  if (apm.enabled) {
-    client.on('commandSucceeded', (event) => apm.database.command(event.commandName, event.duration, false));
-    client.on('commandFailed', (event) => apm.database.command(event.commandName, event.duration, true));
-  }
-  try {
-    return await client.connect();
-  } catch (error) {
-    await client.close().catch(() => undefined);
-    throw new DatabaseUnavailableError(`cannot reach MongoDB at ${redactedUrl(url)} within ${serverSelectionTimeoutMS} ms: ${(error as Error).message}`, error);
-  }
-}
-
 export class MongoStore implements StorageDriver {
   readonly kind = 'mongo';
   readonly changes: ChangeHub;
@@ -105,6 +84,8 @@ export class MongoStore implements StorageDriver {
   static async open(options: MongoStoreOptions): Promise<MongoStore> {
     const log = createLogger('mongo');
     const serverSelectionTimeoutMS = options.serverSelectionTimeoutMs ?? 10000;
+    // Command monitoring feeds the APM's per-command figures.
+    const connected = (url: string, timeoutMs: number) => connectMongo(url, timeoutMs, apm.enabled);
     const holder = async (role: string, url: string) =>
       new ClientHolder(await connected(url, serverSelectionTimeoutMS), {
         role,

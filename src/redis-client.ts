@@ -1,0 +1,19 @@
+/**
+ * An ioredis client for the cluster's shared state (discovery, job leases,
+ * rate-limit counters). ioredis retries a lost connection by itself and
+ * reports each failed attempt as an 'error' event, which, with no listener,
+ * it prints with a stack ("[ioredis] Unhandled error event"); here they go to
+ * the log, one line when the connection starts failing and one when it works
+ * again. Commands meanwhile fail as their options say.
+ */
+import { Redis, type RedisOptions } from 'ioredis';
+import { FailureLog } from './failure-log.js';
+import { redactedUrl, type Logger } from './log.js';
+
+export function redisClient(url: string, options: RedisOptions, log: Logger): Redis {
+  const redis = new Redis(url, options);
+  const failures = new FailureLog(log, 'redis connection', { url: redactedUrl(url) });
+  redis.on('error', (error: Error) => failures.failed(error));
+  redis.on('ready', () => failures.succeeded());
+  return redis;
+}

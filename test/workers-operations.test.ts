@@ -1,0 +1,113 @@
+/**
+ * What an operator reads from `perseid start` on MongoDB (real processes on
+ * mongo-java-server). With `--workers 2`: `/perseid/stats` covers the machine
+ * as `/metrics` and the dashboard do (the workers' sessions, live queries and
+ * jobs), the dashboard merges what the workers measured alike (query shapes),
+ * and each worker's log lines say which worker wrote them. With workers or
+ * without, the last line says the process stopped.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import SimpleDDP from 'simpleddp';
+import WebSocket from 'ws';
+import { serviceUrl } from '../scripts/services/control.js';
+import { freshDatabase } from './databases.js';
+import { eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { needsServices } from './skips.js';
+
+const APP = 'dist/test/fixtures/workers-app.js';
+const mongo = await serviceUrl('mongo-java-server');
+
+interface Stats {
+  perseid_sessions: number;
+  liveQueries?: Array<{ worker: number; collection: string; selector: unknown }>;
+  jobs?: { runners: string[]; schedules: Array<{ job: string; nextRunAt?: string }>; recent: Array<{ job: string; runner: string }> };
+  workers: Array<{ id: number; pid: number }>;
+  primary: { pid: number };
+}
+
+describe('perseid start --workers 2: what an operator reads', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  let primary: PerseidProcess;
+  let database: ReturnType<typeof freshDatabase>;
+  const clients: SimpleDDP[] = [];
+  /** Which worker each client is on. */
+  const on = new Map<SimpleDDP, string>();
+
+  before(async () => {
+    database = freshDatabase(mongo!);
+    // Behind one proxy (HTTP_FORWARDED_COUNT=1), as in production: the primary must still read its workers.
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '1000'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info', HTTP_FORWARDED_COUNT: '1' });
+    // Clients, each following its own notes, until both workers have some.
+    for (let i = 0; i < 30 && (clients.length < 6 || new Set(on.values()).size < 2); i++) {
+      const client = new SimpleDDP({ endpoint: `${primary.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, reconnectInterval: 200 });
+      await client.connect();
+      on.set(client, (await client.call<{ worker: string }>('whoami')).worker);
+      await client.subscribe('notes', `owner-${i}`).ready();
+      clients.push(client);
+    }
+  });
+  after(async () => {
+    await Promise.all(clients.map((c) => c.disconnect().catch(() => undefined)));
+    if (primary && primary.child.exitCode === null) await primary.stop('SIGTERM');
+    await database?.drop();
+  });
+
+  /** An operator asks through the proxy, from its host. */
+  const asked = (path: string) => fetch(`${primary.url}${path}`, { headers: { 'x-forwarded-for': '127.0.0.1' } });
+  const stats = async () => (await (await asked('/perseid/stats')).json()) as Stats;
+
+  it('/perseid/stats counts the workers\' sessions, lists their live queries and their jobs', async () => {
+    assert.equal(new Set(on.values()).size, 2, 'clients on both workers');
+    await eventually(async () => (await stats()).jobs?.recent.length !== undefined && (await stats()).jobs!.recent.length > 0, 'a finished run of the schedule', 15000);
+    const s = await stats();
+    assert.equal(s.perseid_sessions, clients.length);
+    const ids = s.workers.map((w) => w.id).sort();
+    assert.deepEqual(ids, [1, 2]);
+    assert.equal(s.liveQueries?.length, clients.length, JSON.stringify(s.liveQueries));
+    assert.deepEqual([...new Set(s.liveQueries!.map((q) => q.worker))].sort(), ids, 'each live query says its worker');
+    assert.ok(s.liveQueries!.every((q) => q.collection === 'notes'));
+    assert.equal(s.jobs!.runners.length, 2, 'both workers run jobs');
+    const tick = s.jobs!.schedules.find((x) => x.job === 'tick');
+    assert.ok(tick?.nextRunAt && Date.parse(tick.nextRunAt) > Date.now() - 2000, `the schedule's next run: ${JSON.stringify(s.jobs)}`);
+    assert.ok(s.jobs!.recent.every((run) => run.job === 'tick' && s.jobs!.runners.includes(run.runner)));
+    assert.equal(s.primary.pid, primary.child.pid);
+  });
+
+  it('the dashboard lists each query shape once, summed over the workers, as it lists methods', async () => {
+    const view = (await (await asked('/perseid/dashboard.json')).json()) as { shapes: Array<{ collection: string; shape: string; ops: number }> };
+    const keys = view.shapes.map((s) => `${s.collection} ${s.shape}`);
+    assert.deepEqual(keys, [...new Set(keys)], 'a shape repeated');
+    const notes = view.shapes.filter((s) => s.collection === 'notes');
+    assert.equal(notes.length, 1, JSON.stringify(view.shapes));
+    // Each subscription read its notes once, on its own worker.
+    assert.ok(notes[0]!.ops >= clients.length, JSON.stringify(notes));
+  });
+
+  it('on SIGTERM, each worker\'s lines say which it is, and the last says the machine stopped', async () => {
+    assert.equal(await primary.stop('SIGTERM'), 0, primary.log());
+    const lines = primary.log().trim().split('\n');
+    const worker = (line: string) => / worker=(\d+)$/.exec(line)?.[1];
+    assert.deepEqual(lines.filter((l) => / \[server\] draining /.test(l)).map(worker).sort(), ['1', '2'], lines.join('\n'));
+    // The workers' database lines (they follow the primary's feed) too, and the jobs engine's.
+    assert.deepEqual([...new Set(lines.filter((l) => / \[mongo\] connected .*the primary's/.test(l)).map(worker))].sort(), ['1', '2']);
+    assert.deepEqual([...new Set(lines.filter((l) => / \[perseid:jobs\] running jobs /.test(l)).map(worker))].sort(), ['1', '2']);
+    assert.deepEqual(lines.filter((l) => / \[perseid\] stopped ms=\d+ worker=\d$/.test(l)).map(worker).sort(), ['1', '2']);
+    assert.match(lines.at(-1)!, / INFO {2}\[perseid\] stopped ms=\d+$/, 'the primary\'s line, after its workers\'');
+    assert.doesNotMatch(primary.log(), /could not read a worker/);
+  });
+});
+
+describe('perseid start on MongoDB, one process', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  it('says it stopped, last, on SIGTERM and on SIGINT', async () => {
+    const database = freshDatabase(mongo!);
+    try {
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+        const server = await startPerseid('dist/test/fixtures/cluster-app.js', ['--port', '0', '--drain-ms', '200'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+        assert.equal(await server.stop(signal), 0, server.log());
+        assert.match(server.log().trim().split('\n').at(-1)!, / INFO {2}\[perseid\] stopped ms=\d+$/, server.log());
+      }
+    } finally {
+      await database.drop();
+    }
+  });
+});
