@@ -47,8 +47,6 @@ class TestHolder implements Holder {
 class SharedSource {
   readonly docs = new Map<string, Fields>();
   members: Member[] = [];
-  /** The registration rank of its first member (the view's precedence for it). */
-  rank: number | undefined;
   fields(key: string): Fields | undefined {
     return this.docs.get(key);
   }
@@ -77,7 +75,6 @@ class Member implements Holder {
     readonly rank: number,
   ) {
     this.view = box.register('things', this);
-    source.rank ??= rank;
     // Attaching replays the source's documents to the newcomer, as a live query does.
     for (const [key, fields] of source.docs) this.view.added(this, key, fields);
     source.members.push(this);
@@ -181,9 +178,10 @@ describe('the merge box', () => {
       const sources = [new SharedSource(), new SharedSource(), new SharedSource()];
       let members: Member[] = [];
       let rank = 0;
+      // While two or more holders merge, a source ranks by its first holder among them (in the order they came).
+      let ranks: Map<SharedSource, number> | undefined;
       const expectedNow = () => {
-        // Sources with members, by the rank of the member that first told the view of a document.
-        const live = sources.filter((source) => source.members.length > 0).sort((a, b) => (a.rank ?? Infinity) - (b.rank ?? Infinity));
+        const live = sources.filter((source) => source.members.length > 0).sort((a, b) => (ranks?.get(a) ?? 0) - (ranks?.get(b) ?? 0));
         const out = new Map<string, Fields>();
         for (const source of live) {
           for (const [key, fields] of source.docs) {
@@ -196,13 +194,16 @@ describe('the merge box', () => {
       };
       for (let step = 0; step < 4000; step++) {
         const roll = next();
-        if (roll < 0.1 && members.length < 40) members.push(new Member(box, pick(sources), rank++));
-        else if (roll < 0.18 && members.length > 0) {
+        if (roll < 0.1 && members.length < 40) {
+          const source = pick(sources);
+          members.push(new Member(box, source, rank++));
+          if (members.length === 2) ranks = new Map();
+          for (const member of members) if (ranks && !ranks.has(member.source)) ranks.set(member.source, member.rank);
+        } else if (roll < 0.18 && members.length > 0) {
           const leaving = pick(members);
           leaving.leave(box);
           members = members.filter((m) => m !== leaving);
-          // The last holder gone, the box drops the collection's view, and its ranks with it.
-          if (members.length === 0) for (const source of sources) source.rank = undefined;
+          if (members.length < 2) ranks = undefined;
         } else {
           const source = pick(sources);
           const key = pick(['a', 'b', 'c']);

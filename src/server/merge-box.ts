@@ -17,7 +17,8 @@
  * per document, and every step costs the fields it touches.
  *
  * Field precedence: where sources disagree on a field, the one whose first
- * holder came earliest wins (for cursors, the earliest subscription to the query).
+ * holder among those merging came earliest wins (for cursors, the earliest
+ * subscription to the query).
  */
 import { encodeAdded, encodeChanged, encodeRemoved, type EncodedMessage } from '../ddp/encoded.js';
 import { diffFields, type Fields } from '../reactive/doc-change.js';
@@ -91,15 +92,31 @@ function winning(owners: Map<FieldSource, Told>, key: string, name: string): unk
   return ABSENT;
 }
 
+/** What a view keeps while two or more holders merge (a view with one holder keeps nothing). */
+class Merging {
+  /** Which sources have told the view of each document. */
+  readonly docs = new Map<string, Told | SharedDoc>();
+  /** The holders in the order they came (while merging). */
+  readonly ranks = new Map<Holder, number>();
+  private nextRank = 0;
+  /** Each source's precedence (weak: the view must not keep a live query its holders have let go). */
+  readonly sourceRanks = new WeakMap<FieldSource, number>();
+
+  ranked(holder: Holder): void {
+    this.ranks.set(holder, this.nextRank++);
+    this.sourceKnown(holder);
+  }
+
+  sourceKnown(holder: Holder): void {
+    const rank = this.ranks.get(holder);
+    if (rank !== undefined && !this.sourceRanks.has(holder.source)) this.sourceRanks.set(holder.source, rank);
+  }
+}
+
 /** One collection of one connection's merge box: what its holders publish, merged. */
 export class CollectionView {
   private holders: Holder[] = [];
-  private readonly ranks = new Map<Holder, number>();
-  private nextRank = 0;
-  /** Each source's precedence (weak: the view must not keep a live query its holders have let go). */
-  private readonly sourceRanks = new WeakMap<FieldSource, number>();
-  /** While two or more holders merge: which sources have told the view of each document. */
-  private docs: Map<string, Told | SharedDoc> | undefined;
+  private merging: Merging | undefined;
 
   constructor(
     readonly name: string,
@@ -112,36 +129,36 @@ export class CollectionView {
   }
 
   add(holder: Holder): void {
-    this.ranks.set(holder, this.nextRank++);
-    this.sourceKnown(holder);
     this.setHolders([...this.holders, holder]);
+    this.merging?.ranked(holder);
   }
 
   remove(holder: Holder): void {
     holder.alone = false;
-    this.ranks.delete(holder);
+    this.merging?.ranks.delete(holder);
     this.setHolders(this.holders.filter((h) => h !== holder));
   }
 
   private setHolders(holders: Holder[]): void {
     const merging = holders.length > 1 && this.strategy === 'SERVER_MERGE';
-    if (merging && !this.docs) {
-      // The holder that was alone has told the client of everything it publishes.
-      const docs = new Map<string, Told | SharedDoc>();
-      for (const holder of this.holders) holder.forEach((key, fields) => docs.set(key, new Told(holder.source, 1, fields)));
-      this.docs = docs;
-    } else if (!merging) this.docs = undefined;
+    if (merging && !this.merging) {
+      // The holder that was alone has told the client of everything it publishes; it ranks first.
+      this.merging = new Merging();
+      for (const holder of this.holders) {
+        this.merging.ranked(holder);
+        holder.forEach((key, fields) => this.merging!.docs.set(key, new Told(holder.source, 1, fields)));
+      }
+    } else if (!merging) this.merging = undefined;
     this.holders = holders;
     for (const holder of holders) holder.alone = !merging;
   }
 
   /**
    * `holder` publishes from its source now (a cursor's once its live query is
-   * attached): a source is ranked, once and for good, by its first holder here.
+   * attached): while holders merge, a source ranks by its first holder among them.
    */
   sourceKnown(holder: Holder): void {
-    const rank = this.ranks.get(holder);
-    if (rank !== undefined && !this.sourceRanks.has(holder.source)) this.sourceRanks.set(holder.source, rank);
+    this.merging?.sourceKnown(holder);
   }
 
   /**
@@ -154,8 +171,9 @@ export class CollectionView {
       return;
     }
     // A holder that has left (its subscription stopped while its live query was still loading) tells nothing.
-    if (!this.ranks.has(holder)) return;
-    const docs = this.docs!;
+    const merging = this.merging;
+    if (!merging?.ranks.has(holder)) return;
+    const { docs } = merging;
     const { source } = holder;
     const entry = docs.get(key);
     if (entry === undefined) {
@@ -195,8 +213,9 @@ export class CollectionView {
       else this.sendDiff(key, before, after);
       return;
     }
-    if (!this.ranks.has(holder)) return;
-    const entry = this.docs!.get(key);
+    const merging = this.merging;
+    if (!merging?.ranks.has(holder)) return;
+    const entry = merging.docs.get(key);
     const { source } = holder;
     if (entry instanceof Told) {
       // The source's other holders get the same change: it goes once.
@@ -215,8 +234,9 @@ export class CollectionView {
       this.sink.sendEncoded(shared ? shared.message() : encodeRemoved(this.name, key));
       return;
     }
-    if (!this.ranks.has(holder)) return;
-    const docs = this.docs!;
+    const merging = this.merging;
+    if (!merging?.ranks.has(holder)) return;
+    const { docs } = merging;
     const entry = docs.get(key);
     const { source } = holder;
     if (entry instanceof Told) {
@@ -240,7 +260,7 @@ export class CollectionView {
   }
 
   private rankOf(source: FieldSource): number {
-    return this.sourceRanks.get(source)!;
+    return this.merging!.sourceRanks.get(source)!;
   }
 
   private ranked(owners: Told[]): Map<FieldSource, Told> {

@@ -54,6 +54,14 @@ function rawDataText(data: RawData): string {
   return Buffer.from(data instanceof ArrayBuffer ? new Uint8Array(data) : data).toString('utf8');
 }
 
+const kConnection = Symbol('perseid connection');
+type CountedSocket = Duplex & { [kConnection]: WebSocketConnection };
+
+/** One listener for every socket (a closure each would cost every idle connection its bytes). */
+function countChunk(this: CountedSocket, chunk: Buffer): void {
+  this[kConnection].received(chunk.length);
+}
+
 export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, InputHolder {
   // What send() and flush() read for every message and batch, declared first so that it shares the object's first cache lines.
   private closed = false;
@@ -72,8 +80,8 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
   private readonly ws: WebSocket;
   private readonly socket: Duplex;
   private readonly gate: OutputGate;
-  /** A SockJS frame's messages, handed on a slice per turn; reading waits meanwhile. */
-  private readonly pacer: MessagePacer;
+  /** A SockJS frame's messages, handed on a slice per turn; reading waits meanwhile (made at the first frame: raw WebSockets need none). */
+  private pacer: MessagePacer | undefined;
   /** Reading paused at the session's request (it may also be paused while the pacer holds messages). */
   private readingPaused = false;
   /** Bytes received since the last message completed: what `ws` holds of the next one (InputBudget). */
@@ -97,17 +105,9 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
     this.remotePort = request.socket.remotePort;
     this.headers = request.headers;
     this.gate = new OutputGate(() => this.bufferedBytes, options.outputHighWater);
-    this.pacer = new MessagePacer({
-      deliver: (text) => this.deliver(text),
-      backlogged: (waiting) => {
-        if (waiting) this.ws.pause();
-        else if (!this.readingPaused) this.ws.resume();
-      },
-      overflow: () => this.overflowed(),
-      maxWaiting: options.maxQueuedMessages,
-    });
     // Registered after ws's own listener: a chunk is counted once ws has parsed it.
-    socket.on('data', (chunk: Buffer) => this.received(chunk.length));
+    (socket as CountedSocket)[kConnection] = this;
+    socket.on('data', countChunk);
     ws.on('message', (data, isBinary) => {
       this.messageCompleted();
       try {
@@ -202,7 +202,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
     if (this.closed) return;
     this.handOver();
     this.closed = true;
-    this.pacer.clear();
+    this.pacer?.clear();
     this.releasePartial();
     this.gate.close();
     this.options.budget.delete(this);
@@ -219,7 +219,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
     this.flush(new BatchCache());
     if (this.closed) return; // dropped by that flush
     this.closed = true;
-    this.pacer.clear();
+    this.pacer?.clear();
     this.releasePartial();
     this.gate.close();
     this.options.budget.delete(this);
@@ -245,7 +245,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
 
   resume(): void {
     this.readingPaused = false;
-    if (!this.pacer.waiting) this.ws.resume();
+    if (!this.pacer?.waiting) this.ws.resume();
   }
 
   private dropSlow(buffered: number): void {
@@ -266,7 +266,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
 
   private drop(): void {
     this.closed = true;
-    this.pacer.clear();
+    this.pacer?.clear();
     this.releasePartial();
     this.handOver();
     this.gate.close();
@@ -300,11 +300,20 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
       this.close(BROKEN_FRAMING.code, BROKEN_FRAMING.reason);
       return;
     }
+    this.pacer ??= new MessagePacer({
+      deliver: (text) => this.deliver(text),
+      backlogged: (waiting) => {
+        if (waiting) this.ws.pause();
+        else if (!this.readingPaused) this.ws.resume();
+      },
+      overflow: () => this.overflowed(),
+      maxWaiting: this.options.maxQueuedMessages,
+    });
     for (const message of messages) this.pacer.push(message);
   }
 
   /** A chunk that ended a message leaves at most a chunk's tail of the next: only chunks that end none count. */
-  private received(bytes: number): void {
+  received(bytes: number): void {
     if (this.completed) {
       this.completed = false;
       return;
@@ -353,7 +362,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
     // 1006: no close frame came (the network or the client process went away); ours when this side closed first.
     const abrupt = !this.closed && code === 1006;
     this.closed = true;
-    this.pacer.clear();
+    this.pacer?.clear();
     this.releasePartial();
     this.gate.close();
     this.options.budget.delete(this);
