@@ -13,7 +13,7 @@ import { Measurements } from '../src/load/measurements.js';
 import { compareReports, compareText } from '../src/load/report/compare.js';
 import { htmlReport } from '../src/load/report/html.js';
 import type { LoadReport } from '../src/load/report/model.js';
-import { runScenario } from '../src/load/run-scenario.js';
+import { fitted, planRun, runScenario } from '../src/load/run-scenario.js';
 import { arrivalTimes } from '../src/load/runner.js';
 import { metrics } from '../src/metrics/registry.js';
 import { startServer, type TestServer } from './helpers.js';
@@ -43,6 +43,16 @@ describe('load measurements', () => {
     assert.ok(gaps[0]! > gaps.at(-1)! * 5, 'arrivals get denser as the rate ramps up');
     const two = arrivalTimes([{ duration: 1, arrivalRate: 2 }, { duration: 1, arrivalRate: 4 }]);
     assert.deepEqual(two.map(Math.round), [0, 500, 1000, 1250, 1500, 1750]);
+  });
+
+  it('fits a scenario whose default is phases to --duration alone (s1 ran its 60 s whatever --duration said)', async () => {
+    assert.deepEqual(fitted([{ duration: 60, arrivalRate: 4 }], 20), [{ duration: 20, arrivalRate: 4 }]);
+    assert.deepEqual(fitted([{ duration: 10, arrivalRate: 1 }, { duration: 30, arrivalRate: 2, rampTo: 4 }], 20), [
+      { duration: 5, arrivalRate: 1 },
+      { duration: 15, arrivalRate: 2, rampTo: 4 },
+    ]);
+    const plan = await planRun({ url: 'http://127.0.0.1:1', scenario: 's1', duration: 20 });
+    assert.equal((plan.shape.phases ?? []).reduce((sum, phase) => sum + phase.duration, 0), 20);
   });
 });
 

@@ -85,6 +85,13 @@ function serverSamples(sampler: ProcessSampler): ServerSample[] {
   return out;
 }
 
+/** A scenario's default phases stretched or shrunk to last `duration` seconds, when `--duration` alone is given. */
+export function fitted(phases: Phase[], duration: number | undefined): Phase[] {
+  if (duration === undefined) return phases;
+  const total = phases.reduce((sum, phase) => sum + phase.duration, 0);
+  return phases.map((phase) => ({ ...phase, duration: (phase.duration * duration) / total }));
+}
+
 /** What a run will do, resolved from the settings and the scenario's defaults before it starts. */
 export interface RunPlan extends RunSetup {
   module: ScenarioModule;
@@ -96,7 +103,7 @@ export async function planRun(settings: LoadSettings): Promise<RunPlan> {
   const fixed = settings.concurrency !== undefined || (settings.phases === undefined && defaults.concurrency !== undefined);
   const shape = fixed
     ? { concurrency: settings.concurrency ?? defaults.concurrency!, duration: settings.duration ?? defaults.duration ?? 60, iterations: settings.iterations }
-    : { phases: settings.phases ?? defaults.phases ?? [{ duration: 60, arrivalRate: 4 }] };
+    : { phases: settings.phases ?? fitted(defaults.phases ?? [{ duration: 60, arrivalRate: 4 }], settings.duration) };
   const processes = settings.processes ?? 1;
   return {
     module,
