@@ -15,6 +15,7 @@ import {
   type WebSocketConstructor,
 } from '../src/client/node.js';
 import type * as BrowserClient from '../src/client/index.js';
+import { createServer } from '../src/server/app.js';
 import { FAST_BACKOFF, Peer, connected, nextEvent, recordChanges, scenario, summary, track, withLimit, type Json } from './client-peer.js';
 
 describe('client URLs', () => {
@@ -359,6 +360,34 @@ describe('client reconnect', () => {
     } finally {
       client.disconnect();
       await revived?.close();
+    }
+  });
+
+  it('comes back within a moment of a server that closed saying it restarts (1012, perseid dev), instead of backing off', async () => {
+    const first = createServer();
+    first.methods({ who: () => 'first' });
+    const { port } = await first.listen(0, '127.0.0.1');
+    // Meteor's backoff: two quick tries, then the third ~5 s later.
+    const client = new DDPClient(`ws://127.0.0.1:${port}`, { heartbeatInterval: 0 });
+    client.on('error', () => undefined);
+    let second: ReturnType<typeof createServer> | undefined;
+    try {
+      await client.connect();
+      const lost = nextEvent(client, 'disconnected');
+      await first.close({ restarting: true });
+      const [info] = await lost;
+      assert.equal(info.code, 1012);
+      await new Promise((r) => setTimeout(r, 1000));
+      second = createServer();
+      second.methods({ who: () => 'second' });
+      await second.listen(port, '127.0.0.1');
+      const back = performance.now();
+      while (client.status !== 'connected') await new Promise((r) => setTimeout(r, 20));
+      assert.ok(performance.now() - back < 1000, `back ${Math.round(performance.now() - back)} ms after the server`);
+      assert.equal(await client.call('who'), 'second');
+    } finally {
+      client.disconnect();
+      await second?.close();
     }
   });
 

@@ -73,13 +73,14 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
       if (!stopping) log.warn(`the app stopped (${signal ?? `exit ${code}`}); waiting for a change to start it again`);
     });
   };
-  const stopChild = async () => {
+  /** Both stop at once, releasing the data directory; SIGUSR2 also tells the pages the server is back in a moment. */
+  const stopChild = async (signal: 'SIGUSR2' | 'SIGINT') => {
     const current = child;
     if (!current) return;
     child = undefined;
     await new Promise<void>((done) => {
       current.once('exit', () => done());
-      current.kill('SIGINT'); // stops at once, releasing the data directory
+      current.kill(signal);
     });
   };
 
@@ -95,7 +96,7 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
     // One restart for a burst of saves (an editor writes several files, or one twice).
     timer = setTimeout(() => {
       log.info(`${relative(process.cwd(), path) || path} changed: restarting`);
-      restarting = restarting.then(stopChild).then(() => {
+      restarting = restarting.then(() => stopChild('SIGUSR2')).then(() => {
         if (!stopping) start();
       });
     }, 100);
@@ -109,7 +110,7 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
     if (stopping) process.exit(1);
     stopping = true;
     clearTimeout(timer);
-    void Promise.all([watcher.close(), restarting.then(stopChild)]).then(() => process.exit(0));
+    void Promise.all([watcher.close(), restarting.then(() => stopChild('SIGINT'))]).then(() => process.exit(0));
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);

@@ -80,7 +80,7 @@ export const startCommand: CommandSpec = {
     '  }',
     '',
     'With MONGO_URL set, collections live in MongoDB instead of the embedded store.',
-    'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) stops at once.',
+    'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) stops at once; SIGUSR2 stops at once telling clients to come back (perseid dev restarts it so).',
     'The operational endpoints (/metrics, /perseid/dashboard, /perseid/apm, /perseid/advice, /perseid/capacity, /perseid/stats)',
     'answer loopback only, or, with PERSEID_ADMIN_TOKEN set, only requests sending it as Authorization: Bearer <token>.',
     'PERSEID_APM=off turns the APM\'s recording off.',
@@ -201,8 +201,12 @@ function exitAfter(log: Logger, work: () => Promise<unknown>): void {
   );
 }
 
-/** SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C, stops now; a second signal exits. */
-function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>): void {
+/**
+ * SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C,
+ * stops now; SIGUSR2 (perseid dev's restart) stops now telling clients the
+ * server is back in a moment; a second signal exits.
+ */
+function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>, restart: () => Promise<void> = stop): void {
   let stopping = false;
   const handle = (signal: string, work: () => Promise<void>) => {
     if (stopping) {
@@ -210,11 +214,12 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
       process.exit(1);
     }
     stopping = true;
-    log.info(signal === 'SIGTERM' ? 'draining, then stopping' : 'stopping', { signal });
+    log.info(signal === 'SIGTERM' ? 'draining, then stopping' : signal === 'SIGUSR2' ? 'stopping to restart' : 'stopping', { signal });
     exitAfter(log, work);
   };
   process.once('SIGINT', () => handle('SIGINT', stop));
   process.once('SIGTERM', () => handle('SIGTERM', drain));
+  process.once('SIGUSR2', () => handle('SIGUSR2', restart));
 }
 
 export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<PerseidServer | Primary> {
@@ -340,6 +345,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     log,
     () => Promise.all([server.drain(drainMs), stopJobs()]).then(after),
     () => Promise.all([server.close(), stopJobs()]).then(after),
+    () => Promise.all([server.close({ restarting: true }), stopJobs()]).then(after),
   );
   log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
     app: appPath,

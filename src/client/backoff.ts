@@ -28,3 +28,13 @@ export function retryDelay(count: number, options: BackoffOptions, random: () =>
   const capped = Math.min(options.maxTimeout, options.baseTimeout * options.exponent ** count);
   return capped * (random() * options.fuzz + (1 - options.fuzz / 2));
 }
+
+/**
+ * WebSocket's "service restart" close code: the server (`perseid dev`, on a
+ * save) says it is back in a moment, so the client tries every
+ * RESTART_RETRY_MS for RESTART_WINDOW_MS instead of backing off (Meteor's
+ * third try comes ~5 s later, which a page reload after each save would wait).
+ */
+export const SERVER_RESTART_CODE = 1012;
+export const RESTART_RETRY_MS = 200;
+export const RESTART_WINDOW_MS = 15_000;

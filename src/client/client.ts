@@ -11,7 +11,7 @@ import type { InputsOf, MethodDefinition, PublicationDefinition, ResultOf } from
 import { clone } from '../ddp/ejson.js';
 import { DDPError } from '../ddp/errors.js';
 import { SUPPORTED_VERSIONS, type MethodMessage, type ServerMessage } from '../ddp/messages.js';
-import { METEOR_BACKOFF, retryDelay, type BackoffOptions } from './backoff.js';
+import { METEOR_BACKOFF, RESTART_RETRY_MS, RESTART_WINDOW_MS, retryDelay, SERVER_RESTART_CODE, type BackoffOptions } from './backoff.js';
 import { ClientErrors } from './client-errors.js';
 import { Connection, type WebSocketConstructor } from './connection.js';
 import { deferred, type Deferred } from './deferred.js';
@@ -106,6 +106,8 @@ export class DDPClient extends Emitter<ClientEvents> {
   private quiescence: Quiescence | undefined;
   private hadSession = false;
   private retries = 0;
+  /** When the server last closed the connection saying it restarts (code 1012). */
+  private serverRestartedAt: number | undefined;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private pendingConnect: Deferred<string> | undefined;
   private readonly reconnectHooks = new ListenerSet<[]>();
@@ -350,6 +352,7 @@ export class DDPClient extends Emitter<ClientEvents> {
     const resumed = this.hadSession && session === this.lastSession;
     this.session = this.lastSession = session;
     this.retries = 0;
+    this.serverRestartedAt = undefined;
     if (!resumed) this.receivedCount = 1; // its `connected`
     // Before the status says connected, so that calls the hooks make queue up in front.
     if (!resumed && this.hadSession) this.prepareNewSession();
@@ -420,8 +423,12 @@ export class DDPClient extends Emitter<ClientEvents> {
   private connectionLost(reason: string, code?: number): void {
     const wasConnected = this.currentStatus === 'connected';
     this.detach();
+    if (code === SERVER_RESTART_CODE) this.serverRestartedAt = Date.now();
     if (this.settings.autoReconnect) {
-      this.retryTimer = setTimeout(() => this.open(), retryDelay(this.retries++, this.settings.backoff));
+      // A server that said it restarts (`perseid dev`) is back in a moment: try every RESTART_RETRY_MS for a while.
+      const restarting = this.serverRestartedAt !== undefined && Date.now() - this.serverRestartedAt < RESTART_WINDOW_MS;
+      const delay = restarting ? RESTART_RETRY_MS : retryDelay(this.retries++, this.settings.backoff);
+      this.retryTimer = setTimeout(() => this.open(), delay);
       this.setStatus('waiting');
     } else {
       this.close(ClientErrors.connectionLost({ reason }));

@@ -116,6 +116,8 @@ export const SERVER_ROLES: readonly ServerRole[] = ['web', 'jobs', 'all'];
 
 const DRAINING = defineCloseReason('SERVER_DRAINING', 1001, 'Server draining');
 const SHUTTING_DOWN = defineCloseReason('SERVER_SHUTTING_DOWN', 1001, 'Server shutting down');
+/** WebSocket's "service restart": the server is back in a moment (`perseid dev`), so clients may retry at once. */
+const RESTARTING = defineCloseReason('SERVER_RESTARTING', 1012, 'Server restarting');
 
 const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 
@@ -388,11 +390,16 @@ export class PerseidServer implements SessionServer {
     this.lastGone = undefined;
   }
 
-  /** Stops accepting connections and closes every open one. */
-  async close(): Promise<void> {
+  /**
+   * Stops accepting connections and closes every open one; `restarting` tells
+   * their clients the server is back in a moment (Perseid's client then retries
+   * at once instead of backing off).
+   */
+  async close(options: { restarting?: boolean } = {}): Promise<void> {
     this.transport.close();
     for (const session of [...this.parked]) session.shutDown();
-    for (const socket of this.sockets.keys()) socket.close(SHUTTING_DOWN.code, SHUTTING_DOWN.reason);
+    const { code, reason } = options.restarting ? RESTARTING : SHUTTING_DOWN;
+    for (const socket of this.sockets.keys()) socket.close(code, reason);
     await new Promise<void>((resolve) => {
       this.httpServer.close(() => resolve());
       this.httpServer.closeAllConnections();
