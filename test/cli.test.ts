@@ -56,6 +56,8 @@ describe('perseid CLI', () => {
       [['start', APP, '--log-level', 'loud'], /--log-level must be one of/],
       [['start', APP, 'other.js'], /^perseid start: One app module at a time \(got \S+app\.js and other\.js\)$/m],
       [['dev', APP, 'other.js', 'third.js'], /^perseid dev: One app module at a time \(got \S+app\.js, other\.js and third\.js\)$/m],
+      [['top', 'extra'], /^perseid top: takes no arguments, only options \(got extra\)$/m],
+      [['autoscale', '--dry-run', 'x', 'y'], /^perseid autoscale: takes no arguments, only options \(got x y\)$/m],
       // A negative number is the flag's value, refused by its range check, not taken for a flag.
       [['start', APP, '--drain-ms', '-5'], /--drain-ms must be an integer from 0 to 3600000 \(got -5\)/],
       [['start', APP, '-p', '-1'], /--port must be an integer from 0 to 65535 \(got -1\)/],

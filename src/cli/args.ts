@@ -23,6 +23,8 @@ export interface CommandSpec {
   options: Record<string, OptionSpec>;
   /** Extra paragraphs for --help. */
   details?: string;
+  /** It takes arguments besides its options (an app module, a directory); one that does not refuses any. */
+  takesArguments?: boolean;
 }
 
 export class UsageError extends Error {}
@@ -60,6 +62,9 @@ export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.P
     parsed = parseArgs({ args: negativeValuesJoined(argv, command.options), options, allowPositionals: true, strict: true });
   } catch (error) {
     throw new UsageError(explainParseError(error as NodeJS.ErrnoException, ['help', ...Object.keys(command.options)]));
+  }
+  if (!command.takesArguments && parsed.positionals.length > 0) {
+    throw new UsageError(`takes no arguments, only options (got ${parsed.positionals.join(' ')})`);
   }
   const values: Parsed['values'] = {};
   for (const [name, spec] of Object.entries(command.options)) {

@@ -22,6 +22,7 @@ const FROM_CHECKOUT = !PACKAGE_ROOT.split(/[/\\]/).includes('node_modules') && e
 export const TEMPLATE_NAMES = ['minimal', 'tasks', 'chat'] as const;
 
 export const createCommand: CommandSpec = {
+  takesArguments: true,
   name: 'create',
   summary: 'Create a new Perseid app in a new directory: a server, a page, a test and a README, ready for npm install.',
   usage: 'perseid create <dir> [options]',

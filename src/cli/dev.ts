@@ -15,6 +15,7 @@ import { startCommand } from './start.js';
 const { workers: _workers, ...serverOptions } = startCommand.options;
 
 export const devCommand: CommandSpec = {
+  takesArguments: true,
   name: 'dev',
   summary: 'Run a Perseid app while you work on it: restart on every change, and reload the pages that show it.',
   usage: 'perseid dev <app-module> [options]',

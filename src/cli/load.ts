@@ -11,6 +11,7 @@ import { enableTypeScript, TYPESCRIPT_FILE } from './typescript.js';
 import { integerOption, numberOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
 
 export const loadCommand: CommandSpec = {
+  takesArguments: true,
   name: 'load',
   summary: 'Load-test a DDP server (Perseid, Meteor, any) with scripted clients; report latencies, rates and server CPU/RAM.',
   usage: 'perseid load <s1|s2|s3|s4|s6|./script.js> --url <server> [options]',

@@ -25,6 +25,7 @@ import { readJobsSettings, readRole, roleOptions, startJobs } from './jobs-role.
 import { joinCluster, openFanout, readScaleOut, scaleOutOptions } from './scale-out.js';
 
 export const startCommand: CommandSpec = {
+  takesArguments: true,
   name: 'start',
   summary: 'Run a Perseid app: serve its methods and publications over DDP (WebSocket and SockJS) and its static files over HTTP.',
   usage: 'perseid start <app-module> [options]',

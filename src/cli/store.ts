@@ -4,6 +4,7 @@ import { repairStore, type RepairReport } from '../data/embedded/repair.js';
 import { UsageError, type CommandSpec, type Parsed } from './args.js';
 
 export const storeCommand: CommandSpec = {
+  takesArguments: true,
   name: 'store',
   summary: 'Look after the embedded store: `repair` rebuilds a damaged data directory from its intact records.',
   usage: 'perseid store repair [--data-dir <dir>] [--dry-run]',
