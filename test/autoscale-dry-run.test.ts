@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
-import { keyPrefix } from '../src/cli/scale-out.js';
+import { redisKeyPrefix } from '../src/redis-keys.js';
 import { MongoDiscoveryStore } from '../src/cluster/discovery-store-mongo.js';
 import { RedisDiscoveryStore } from '../src/cluster/discovery-store-redis.js';
 import { Random } from '../src/ddp/random.js';
@@ -58,7 +58,7 @@ describe('perseid autoscale --dry-run', { skip: needsServices({ redis: redisUrl 
   // Discovery is in Redis: the MongoDB URL only names the registry's namespace, nothing connects to it.
   const mongoUrl = `mongodb://127.0.0.1:1/perseid_dry_run_${Random.id(8).toLowerCase()}`;
   const redis = new Redis(redisUrl!);
-  const store = new RedisDiscoveryStore(redis, `${keyPrefix(mongoUrl)}servers:`);
+  const store = new RedisDiscoveryStore(redis, `${redisKeyPrefix(mongoUrl)}servers:`);
   let autoscale: PerseidCommand | undefined;
   let announcing: NodeJS.Timeout | undefined;
   after(async () => {

@@ -11,10 +11,10 @@ import { MemoryLeases } from '../coordination/lease-memory.js';
 import type { LeaseFactory } from '../coordination/lease.js';
 import { RedisLease } from '../coordination/lease-redis.js';
 import { redisClient } from '../redis-client.js';
+import { redisKeyPrefix } from '../redis-keys.js';
 import type { Logger } from '../log.js';
 import { SERVER_ROLES, type PerseidServer, type ServerRole } from '../server/app.js';
 import { integerOption, UsageError, type OptionSpec, type Parsed } from './args.js';
-import { keyPrefix } from './scale-out.js';
 
 export const roleOptions: Record<string, OptionSpec> = {
   role: {
@@ -77,7 +77,7 @@ export async function startJobs(
     kind = 'memory';
   } else if (env.REDIS_URL) {
     const redis = redisClient(env.REDIS_URL, { maxRetriesPerRequest: 2 }, log.child('leases'));
-    const prefix = env.MONGO_URL ? keyPrefix(env.MONGO_URL) : 'perseid:';
+    const prefix = redisKeyPrefix(env.MONGO_URL);
     leases = (options) => new RedisLease(redis, options, prefix);
     closeLeases = async () => redis.disconnect();
     kind = 'redis';

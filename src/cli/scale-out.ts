@@ -13,6 +13,7 @@ import type { MongoStoreOptions } from '../data/mongo/store.js';
 import type { RedisBus } from '../fanout/bus-redis.js';
 import { redactedUrl, type Logger } from '../log.js';
 import { integerOption, UsageError, type OptionSpec, type Parsed } from './args.js';
+import { redisKeyPrefix } from '../redis-keys.js';
 
 export const scaleOutOptions: Record<string, OptionSpec> = {
   'public-url': {
@@ -116,12 +117,6 @@ export function readScaleOut(values: Parsed['values'], env: NodeJS.ProcessEnv): 
   };
 }
 
-/** Where the cluster's shared keys live: one namespace per database, so apps sharing a Redis stay apart. */
-export function keyPrefix(mongoUrl: string): string {
-  const db = new URL(mongoUrl.replace(/^mongodb(\+srv)?:/, 'http:')).pathname.slice(1) || 'test';
-  return `perseid:${db}:`;
-}
-
 /** Connects to Redis for fan-out; the store options a MongoStore needs to use it. */
 export async function openFanout(config: ScaleOut, id: string, log: Logger): Promise<{ bus: RedisBus; store: NonNullable<MongoStoreOptions['fanout']> }> {
   const [{ RedisBus }, { RedisLease }, { RedisWatchedCollections }] = await Promise.all([
@@ -132,7 +127,7 @@ export async function openFanout(config: ScaleOut, id: string, log: Logger): Pro
   const bus = new RedisBus(config.redisUrl!, log.child('fanout'));
   const waiting = setTimeout(() => log.warn('waiting for Redis', { url: redactedUrl(config.redisUrl!) }), 3000);
   await bus.ready().finally(() => clearTimeout(waiting));
-  const prefix = keyPrefix(config.mongoUrl!);
+  const prefix = redisKeyPrefix(config.mongoUrl);
   const relay = config.relay
     ? { lease: new RedisLease(bus.commands, { name: 'relay', holder: id, ttlMs: 10000 }, prefix), watched: new RedisWatchedCollections(bus.commands, `${prefix}watched`, 10000) }
     : undefined;
@@ -151,7 +146,7 @@ export async function openDiscoveryStore(config: Pick<ScaleOut, 'discovery' | 'r
   }
   const [{ redisClient }, { RedisDiscoveryStore }] = await Promise.all([import('../redis-client.js'), import('../cluster/discovery-store-redis.js')]);
   const redis = redisClient(config.redisUrl!, { maxRetriesPerRequest: 2 }, log);
-  return { store: new RedisDiscoveryStore(redis, `${keyPrefix(config.mongoUrl!)}servers:`), close: async () => redis.disconnect() };
+  return { store: new RedisDiscoveryStore(redis, `${redisKeyPrefix(config.mongoUrl)}servers:`), close: async () => redis.disconnect() };
 }
 
 export interface Joined {

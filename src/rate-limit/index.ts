@@ -5,6 +5,7 @@
  * memory.
  */
 import { redisClient } from '../redis-client.js';
+import { redisKeyPrefix } from '../redis-keys.js';
 import type { Logger } from '../log.js';
 import type { PerseidServer } from '../server/app.js';
 import { MemoryRateLimitStore } from './rate-limit-memory.js';
@@ -24,14 +25,7 @@ function defaultStore(log: Logger): RateLimitStore {
   if (!url) return new MemoryRateLimitStore();
   // Fail fast while Redis is away (the limiter then allows calls) rather than queueing every call behind it.
   const redis = redisClient(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false }, log);
-  return new RedisRateLimitStore(redis, keyPrefix(process.env.MONGO_URL), true);
-}
-
-/** One namespace per database, as the cluster's keys: apps sharing a Redis keep their counts apart. */
-function keyPrefix(mongoUrl: string | undefined): string {
-  if (!mongoUrl) return 'perseid:';
-  const db = new URL(mongoUrl.replace(/^mongodb(\+srv)?:/, 'http:')).pathname.slice(1) || 'test';
-  return `perseid:${db}:`;
+  return new RedisRateLimitStore(redis, redisKeyPrefix(process.env.MONGO_URL), true);
 }
 
 /** The rate limiter of `server` (created, and run before every method and subscription, on first use). */
