@@ -146,8 +146,10 @@ describe('perseid autoscale with its registry down at start', () => {
         clearInterval(announcing);
       }
       const output = autoscale.output();
-      assert.equal(output.match(/round failed/g)?.length, 1, `one line for the failure:\n${output}`);
-      assert.match(output, /autoscale round works again failures=\d+/);
+      // A line when rounds start failing and when the reason changes (a refused connection, a selection timeout), not one per round.
+      const lines = output.match(/round failed/g)?.length ?? 0;
+      const rounds = Number(/autoscale round works again failures=(\d+)/.exec(output)?.[1]);
+      assert.ok(lines >= 1 && lines <= 3 && rounds > 2 * lines, `${lines} failure lines for ${rounds} failed rounds:\n${output}`);
       assert.doesNotMatch(output, /Topology is closed/);
       assert.doesNotMatch(output, STACK);
     } finally {
