@@ -116,6 +116,9 @@ function settingsFrom(parsed: Parsed): LoadSettings {
   settings.generatorEntry = new URL('./load-generator.js', import.meta.url);
   if (typeof values.spawn === 'string') settings.spawnServer = values.spawn;
   if (settings.serverPid !== undefined && settings.spawnServer) throw new UsageError('--server-pid and --spawn exclude each other');
+  if ((settings.serverPid !== undefined || settings.spawnServer) && process.platform !== 'linux') {
+    throw new UsageError(`--server-pid and --spawn read the server's figures from Linux's /proc, which ${process.platform} has not: run without them, or on Linux`);
+  }
   const params: Record<string, string> = {};
   for (const entry of (values.param as string[] | undefined) ?? []) {
     const eq = entry.indexOf('=');
