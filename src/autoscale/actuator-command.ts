@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import type { ServerEntry } from '../cluster/discovery-store.js';
 import type { Logger } from '../log.js';
-import type { Actuator } from './actuator.js';
+import { checkScaleTarget, type Actuator } from './actuator.js';
 
 export interface CommandActuatorOptions {
   /** The command, with `{n}` where the count goes. */
@@ -38,7 +38,7 @@ export class CommandActuator implements Actuator {
   }
 
   async scaleTo(n: number, _servers: readonly ServerEntry[]): Promise<void> {
-    if (!Number.isInteger(n) || n < 0) throw new Error(`cannot scale to ${n}`);
+    checkScaleTarget(n);
     const command = this.options.template.replaceAll('{n}', String(n));
     this.options.log.info('running the scale command', { command });
     await new Promise<void>((resolve, reject) => {

@@ -6,7 +6,7 @@
  * round sees the result, and until then the decision stands.
  */
 import type { ServerEntry } from '../cluster/discovery-store.js';
-import type { Actuator } from './actuator.js';
+import { checkScaleTarget, type Actuator } from './actuator.js';
 
 export class DryRunActuator implements Actuator {
   readonly name = 'dry-run';
@@ -21,7 +21,7 @@ export class DryRunActuator implements Actuator {
   }
 
   async scaleTo(n: number, _servers: readonly ServerEntry[]): Promise<void> {
-    if (!Number.isInteger(n) || n < 0) throw new Error(`cannot scale to ${n}`);
+    checkScaleTarget(n);
   }
 
   async close(): Promise<void> {}

@@ -17,7 +17,7 @@
 import type * as K8s from '@kubernetes/client-node';
 import type { ServerEntry } from '../cluster/discovery-store.js';
 import type { Logger } from '../log.js';
-import { leastLoaded, type Actuator } from './actuator.js';
+import { checkScaleTarget, leastLoaded, type Actuator } from './actuator.js';
 
 /** Only the types are imported here: the module itself loads when the actuator is first used. */
 type Client = typeof K8s;
@@ -64,7 +64,7 @@ export class KubernetesActuator implements Actuator {
   }
 
   async scaleTo(n: number, servers: readonly ServerEntry[]): Promise<void> {
-    if (!Number.isInteger(n) || n < 0) throw new Error(`cannot scale to ${n}`);
+    checkScaleTarget(n);
     const { k8s, apps, core, namespace } = await this.connect();
     const from = await this.current();
     const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);

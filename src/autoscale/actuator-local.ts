@@ -14,7 +14,7 @@ import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { ServerEntry } from '../cluster/discovery-store.js';
 import type { Logger } from '../log.js';
-import { leastLoaded, type Actuator } from './actuator.js';
+import { checkScaleTarget, leastLoaded, type Actuator } from './actuator.js';
 
 const CLI = fileURLToPath(new URL('../cli/main.js', import.meta.url));
 
@@ -87,7 +87,7 @@ export class LocalActuator implements Actuator {
   }
 
   async scaleTo(n: number, servers: readonly ServerEntry[]): Promise<void> {
-    if (!Number.isInteger(n) || n < 0) throw new Error(`cannot scale to ${n}`);
+    checkScaleTarget(n);
     const from = await this.current(servers);
     if (n > from) {
       await Promise.all(Array.from({ length: n - from }, () => this.startOne()));

@@ -4,7 +4,7 @@
  * tests run against.
  */
 import type { ServerEntry } from '../cluster/discovery-store.js';
-import { leastLoaded, type Actuator } from './actuator.js';
+import { checkScaleTarget, leastLoaded, type Actuator } from './actuator.js';
 
 export class MemoryActuator implements Actuator {
   readonly name = 'memory';
@@ -25,7 +25,7 @@ export class MemoryActuator implements Actuator {
   }
 
   async scaleTo(n: number, servers: readonly ServerEntry[]): Promise<void> {
-    if (!Number.isInteger(n) || n < 0) throw new Error(`cannot scale to ${n}`);
+    checkScaleTarget(n);
     if (n < this.count) this.drained.push(...leastLoaded(servers, this.count - n).map((s) => s.id));
     this.count = n;
     this.changes.push(n);

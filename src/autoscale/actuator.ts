@@ -44,3 +44,8 @@ export function leastLoaded(servers: readonly ServerEntry[], k: number, eligible
     .sort((a, b) => a.sessions - b.sessions || a.cpuPercent - b.cpuPercent)
     .slice(0, Math.max(0, k));
 }
+
+/** A count an actuator can be asked for: a whole number of servers, none at least. */
+export function checkScaleTarget(n: number): void {
+  if (!Number.isInteger(n) || n < 0) throw new Error(`cannot scale to ${n}`);
+}
