@@ -4,6 +4,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { EncodedMessage } from '../ddp/encoded.js';
+import { ProtocolErrors } from '../ddp/messages.js';
 
 export interface SocketHandlers {
   /** One DDP message (a JSON text) from the client. */
@@ -52,4 +53,11 @@ export interface DdpSocket {
   /** Inbound flow control: stop / restart reading from the client (no-op where the transport cannot). */
   pause(): void;
   resume(): void;
+}
+
+/** Hands one message of a SockJS frame or body to the session; one above the message limit gets a DDP error instead. */
+export function handOnSockjsMessage(handlers: SocketHandlers, text: string, maxMessageSize: number): void {
+  const bytes = Buffer.byteLength(text);
+  if (bytes > maxMessageSize) handlers.refused(ProtocolErrors.messageTooLarge({ bytes, limit: maxMessageSize }));
+  else handlers.message(text);
 }

@@ -15,7 +15,7 @@ import type { Logger } from '../log.js';
 import type { BudgetMember, OutputBudget } from './output-budget.js';
 import { OutputGate, type GateOutcome } from './output-gate.js';
 import { MessagePacer } from './message-pacer.js';
-import type { DdpSocket, SocketHandlers } from './socket.js';
+import { handOnSockjsMessage, type DdpSocket, type SocketHandlers } from './socket.js';
 import { messageBytes } from '../metrics/message-size.js';
 import { transportMetrics } from './transport-metrics.js';
 import { BROKEN_FRAMING, INTERNAL_ERROR } from './websocket-connection.js';
@@ -206,9 +206,7 @@ export class SockjsConnection implements DdpSocket, BudgetMember {
   private deliver(text: string): void {
     if (!this.handlers || this.closed) return;
     try {
-      const bytes = Buffer.byteLength(text);
-      if (bytes > this.options.maxMessageSize) this.handlers.refused(ProtocolErrors.messageTooLarge({ bytes, limit: this.options.maxMessageSize }));
-      else this.handlers.message(text);
+      handOnSockjsMessage(this.handlers, text, this.options.maxMessageSize);
     } catch (error) {
       this.failed(error);
     }

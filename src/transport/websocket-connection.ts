@@ -22,7 +22,7 @@ import type { BudgetMember, OutputBudget } from './output-budget.js';
 import { OutputGate, type GateOutcome } from './output-gate.js';
 import type { InputBudget, InputHolder } from './input-budget.js';
 import { MessagePacer } from './message-pacer.js';
-import type { DdpSocket, SocketHandlers } from './socket.js';
+import { handOnSockjsMessage, type DdpSocket, type SocketHandlers } from './socket.js';
 import { messageBytes } from '../metrics/message-size.js';
 import { transportMetrics } from './transport-metrics.js';
 
@@ -350,9 +350,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
   private deliver(message: string): void {
     if (this.closed) return;
     try {
-      const bytes = Buffer.byteLength(message);
-      if (bytes > this.options.maxMessageSize) this.handlers.refused(ProtocolErrors.messageTooLarge({ bytes, limit: this.options.maxMessageSize }));
-      else this.handlers.message(message);
+      handOnSockjsMessage(this.handlers, message, this.options.maxMessageSize);
     } catch (error) {
       this.failed(error);
     }
