@@ -66,7 +66,7 @@ class Told {
   constructor(
     readonly source: FieldSource,
     public count: number,
-    /** The fields of the last change sent for it, so the source's other holders do not send that change again. */
+    /** The fields of the last change handled for it, so the source's other holders do not handle that change again. */
     public sentFields: Fields | undefined,
   ) {}
 }
@@ -217,15 +217,16 @@ export class CollectionView {
     if (!merging?.ranks.has(holder)) return;
     const entry = merging.docs.get(key);
     const { source } = holder;
+    const told = entry instanceof Told ? (entry.source === source ? entry : undefined) : entry?.owners.get(source);
+    // The source's other holders get the same change: it is handled once.
+    if (!told || told.sentFields === after) return;
+    told.sentFields = after;
     if (entry instanceof Told) {
-      // The source's other holders get the same change: it goes once.
-      if (entry.source !== source || entry.sentFields === after) return;
-      entry.sentFields = after;
       if (shared) this.sink.sendEncoded(shared.message());
       else this.sendDiff(key, before, after);
-    } else if (entry?.owners.has(source)) {
+    } else {
       const diff = diffFields(before, after);
-      if (diff) this.refresh(key, entry, [...Object.keys(diff.fields ?? {}), ...(diff.cleared ?? [])]);
+      if (diff) this.refresh(key, entry!, [...Object.keys(diff.fields ?? {}), ...(diff.cleared ?? [])]);
     }
   }
 
