@@ -280,6 +280,36 @@ describe('accounts: options', () => {
     }
   });
 
+  it('takes as long to refuse an unknown user, or one without a password, as a wrong password', async () => {
+    // Cost 12: a bcrypt check then takes a few hundred ms, far above the noise of a shared machine.
+    const t = await accountsServer(opened.database, { bcryptRounds: 12, defaultRateLimit: false });
+    try {
+      await t.accounts.createUser({ username: 'timed', password: 'right' });
+      await t.accounts.createUser({ username: 'timed-nopw' });
+      const peer = await RawPeer.connected(t.wsUrl);
+      const timed = async (username: string) => {
+        const start = performance.now();
+        assert.deepEqual(errorOf(await call(peer, 'login', { user: { username }, password: digest('wrong') })), AMBIGUOUS);
+        return performance.now() - start;
+      };
+      await timed('nobody'); // the first refusal of an unknown user may make the decoy hash
+      const times: Record<string, number[]> = { existing: [], unknown: [], noPassword: [] };
+      for (let round = 0; round < 3; round++) {
+        times.existing!.push(await timed('timed'));
+        times.unknown!.push(await timed(`nobody-${round}`));
+        times.noPassword!.push(await timed('timed-nopw'));
+      }
+      const median = (values: number[]) => [...values].sort((a, b) => a - b)[1]!;
+      const wrongPassword = median(times.existing!);
+      for (const kind of ['unknown', 'noPassword']) {
+        assert.ok(median(times[kind]!) > wrongPassword / 2, `${kind}: ${JSON.stringify(times[kind])} ms, a wrong password ${JSON.stringify(times.existing)} ms`);
+      }
+      peer.close();
+    } finally {
+      await t.close();
+    }
+  });
+
   it("limits login methods to 5 per 10 s per connection by default (Meteor's rule)", async () => {
     const t = await accountsServer(opened.database);
     try {

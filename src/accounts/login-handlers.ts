@@ -71,8 +71,11 @@ export async function passwordHandler(ctx: LoginContext, options: Record<string,
   if (!options.password) return undefined;
   check(options, { user: userQueryPattern, password: ctx.passwordPattern, code: Match.Optional(NonEmptyString) });
   const user = await findUserByQuery(ctx.users, options.user as UserQuery);
-  if (!user) throw credentialsError(ctx.ambiguous, AccountsErrors.userNotFound);
-  if (!hasPassword(user.services?.password)) throw credentialsError(ctx.ambiguous, AccountsErrors.noPasswordSet);
+  if (!user || !hasPassword(user.services?.password)) {
+    // As slow as a wrong password: a fast refusal would tell strangers which accounts do not exist.
+    await ctx.hasher.decoy(options.password as PasswordInput);
+    throw credentialsError(ctx.ambiguous, user ? AccountsErrors.noPasswordSet : AccountsErrors.userNotFound);
+  }
   if (!(await passwordMatches(ctx, user, options.password as PasswordInput))) {
     return { type: 'password', userId: user._id, error: credentialsError(ctx.ambiguous, AccountsErrors.incorrectPassword) };
   }

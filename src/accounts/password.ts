@@ -9,7 +9,7 @@
  * binaries), and a bcrypt hash moves to argon2 at the user's next login (and
  * back when argon2 is turned off).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type * as Argon2 from '@node-rs/argon2';
 import bcrypt from 'bcryptjs';
 import { Match, type Pattern } from '../validation/check.js';
@@ -84,6 +84,9 @@ export interface StoredPassword {
 
 /** Hashes and verifies with the configured algorithm, and says when a stored hash should be redone. */
 export class PasswordHasher {
+  /** A hash of nothing anyone knows, made at the first login that has no hash to check (decoy()). */
+  private decoyHash: Promise<StoredPassword> | undefined;
+
   constructor(
     readonly bcryptRounds = DEFAULT_BCRYPT_ROUNDS,
     /** argon2 parameters when argon2 is on; undefined for bcrypt. */
@@ -127,6 +130,17 @@ export class PasswordHasher {
       return { ok, rehash: ok && (this.argon2Params !== undefined || roundsOf(stored.bcrypt) !== this.bcryptRounds) };
     }
     return { ok: false, rehash: false };
+  }
+
+  /**
+   * Verifies `password` against a decoy hash of the configured kind and cost,
+   * for a login with no hash to check (no such user, or no password set): its
+   * reply then takes as long as a wrong password's, so its timing does not
+   * tell a stranger whether the account exists.
+   */
+  async decoy(password: PasswordInput): Promise<void> {
+    this.decoyHash ??= this.stored(randomBytes(32).toString('hex'));
+    await this.verify(password, await this.decoyHash);
   }
 }
 
