@@ -23,7 +23,7 @@ export interface RateLimiterSetup {
 function defaultStore(log: Logger): RateLimitStore {
   const url = process.env.REDIS_URL;
   if (!url) return new MemoryRateLimitStore();
-  // Fail fast while Redis is away (the limiter then allows calls) rather than queueing every call behind it.
+  // Fail fast while Redis is away (the limiter then counts in this process) rather than queueing every call behind it.
   const redis = redisClient(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false }, log);
   return new RedisRateLimitStore(redis, redisKeyPrefix(process.env.MONGO_URL), true);
 }

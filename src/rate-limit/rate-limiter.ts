@@ -13,6 +13,7 @@ import { DDPError, defineError } from '../ddp/errors.js';
 import { reasonOf } from '../failure-log.js';
 import { createLogger, type Logger } from '../log.js';
 import type { DispatchEvent } from '../server/dispatch-hooks.js';
+import { MemoryRateLimitStore } from './rate-limit-memory.js';
 import { rateLimitMetrics } from './rate-limit-metrics.js';
 import type { RateLimitStore, RuleWindow } from './rate-limit.js';
 
@@ -89,6 +90,8 @@ export interface RateLimiterOptions {
 export class RateLimiter {
   private readonly rules = new Map<string, Rule>();
   private readonly store: RateLimitStore;
+  /** Counts while the store cannot be reached: this process's own limits rather than none. */
+  private readonly fallback = new MemoryRateLimitStore();
   private readonly log: Logger;
   private message: ErrorMessage = defaultMessage;
   private lastStoreWarning = 0;
@@ -120,6 +123,7 @@ export class RateLimiter {
     const rule = this.rules.get(id);
     if (!rule) return false;
     this.rules.delete(id);
+    void this.fallback.forget(rule);
     void this.store.forget(rule).catch((error: unknown) => this.storeFailed(error));
     return true;
   }
@@ -142,20 +146,22 @@ export class RateLimiter {
 
   /**
    * Counts `input` in every matching rule, then decides (Meteor's increment
-   * then check). A store that cannot be reached allows the event: limits
-   * protect the server, and a Redis outage should not refuse every call.
+   * then check). While the store cannot be reached, this process counts
+   * alone: a Redis outage neither refuses every call nor lifts every limit
+   * (the login guard's included); the servers of a cluster then count apart.
    */
   async apply(input: RateLimitInput): Promise<RateLimitReply & { message?: string }> {
     const reply: RateLimitReply = { allowed: true, timeToReset: 0, numInvocationsLeft: Infinity };
     const matched = [...this.rules.values()].filter((rule) => matches(rule, input));
     if (matched.length === 0) return reply;
     const now = Date.now();
+    const count = (store: RateLimitStore) => Promise.all(matched.map((rule) => store.hit(rule, bucketOf(rule, input), now)));
     let hits;
     try {
-      hits = await Promise.all(matched.map((rule) => this.store.hit(rule, bucketOf(rule, input), now)));
+      hits = await count(this.store);
     } catch (error) {
       this.storeFailed(error);
-      return reply;
+      hits = await count(this.fallback);
     }
     let decidingRule: Rule | undefined;
     let longestRefusal = 0;
@@ -190,8 +196,9 @@ export class RateLimiter {
     if (!reply.allowed) throw new DDPError(TOO_MANY_REQUESTS.code, reply.message, { timeToReset: reply.timeToReset });
   };
 
-  close(): Promise<void> {
-    return this.store.close();
+  async close(): Promise<void> {
+    await this.fallback.close();
+    await this.store.close();
   }
 
   private runCallback(rule: Rule, reply: RateLimitReply, input: RateLimitInput): void {
@@ -207,6 +214,6 @@ export class RateLimiter {
     rateLimitMetrics.storeErrors.inc();
     if (Date.now() - this.lastStoreWarning < 10000) return;
     this.lastStoreWarning = Date.now();
-    this.log.warn('rate limit store unreachable; allowing calls meanwhile', { error: reasonOf(error) });
+    this.log.warn('rate limit store unreachable; counting in this process meanwhile', { error: reasonOf(error) });
   }
 }
