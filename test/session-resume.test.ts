@@ -423,6 +423,26 @@ describe('session resumption', () => {
       await eventually(() => t.server.sessionCount === 0, 'closed');
     });
 
+    it('leaves a connected session to its client when a resume naming it comes from another address', async () => {
+      const old = await RawPeer.connected(t.wsUrl);
+      old.send({ msg: 'sub', id: 's1', name: 'items', params: [] });
+      await old.next((m) => m.msg === 'ready');
+      // A stranger who learnt the session's id, from another address (all of 127/8 is loopback), with the right count and a wrong one.
+      for (const receivedCount of [old.received.length, 99]) {
+        const stranger = await RawPeer.open(t.wsUrl, { localAddress: '127.0.0.2' });
+        stranger.send({ msg: 'connect', version: '1', support: ['1'], session: old.session, receivedCount });
+        const connected = await stranger.next((m) => m.msg === 'connected');
+        assert.notEqual(connected.session, old.session, `a fresh session, not the client's (count ${receivedCount})`);
+        stranger.close();
+      }
+      // The client's connection is untouched and its session still its own.
+      old.send({ msg: 'unsub', id: 's1' });
+      assert.equal((await old.next((m) => m.msg === 'nosub')).id, 's1');
+      assert.equal(old.closed, undefined);
+      old.close();
+      await eventually(() => t.server.sessionCount === 0, 'closed');
+    });
+
     it('starts afresh, ending the old session, when the count does not match', async () => {
       for (const receivedCount of [99, -1, 2.5]) {
         const { session } = await dropped();

@@ -184,7 +184,7 @@ export class Session implements SubscriptionHost, InputHolder {
       get id() {
         return sessionId();
       },
-      clientAddress: clientAddress(socket.remoteAddress, socket.headers, server.settings.forwardedCount + socket.ownProxies),
+      clientAddress: this.addressOf(socket),
       httpHeaders: exposedHeaders(socket.headers),
       onClose: (callback) => {
         if (this.state === 'closed') callback();
@@ -654,6 +654,9 @@ export class Session implements SubscriptionHost, InputHolder {
    */
   resume(socket: DdpSocket, receivedCount: number, version: DDPVersion): boolean {
     if (this.state !== 'open' || this.overflowed) return false;
+    // A session whose client is still connected as far as this side knows is taken over only from the
+    // client's own address: else anyone who learnt its id could take a live session (and its login) at any time.
+    if (!this.parked && this.addressOf(socket) !== this.connection.clientAddress) return false;
     if (!this.parked) {
       // The client came back before this side noticed it had gone: the old socket is dead to it
       // (what it still queued goes to the resume log as it closes).
@@ -690,6 +693,10 @@ export class Session implements SubscriptionHost, InputHolder {
     if (!this.running && this.queue.length > 0) void this.runQueue();
     this.log.debug('session resumed', { session: this.id, resent: missed.length, transport: socket.transport });
     return true;
+  }
+
+  private addressOf(socket: DdpSocket): string | undefined {
+    return clientAddress(socket.remoteAddress, socket.headers, this.server.settings.forwardedCount + socket.ownProxies);
   }
 
   /** Ends the session whatever its state (the server is shutting down). */
