@@ -2,8 +2,8 @@
  * Resume tokens and who is logged in: resuming on a new connection,
  * `this.userId` in methods and publications (subscriptions re-run on login
  * and logout), the user's own document published, logout and
- * logoutOtherClients closing the connections that used a removed token, a
- * token removed directly in the database, expiry, and a logout through one
+ * logoutOtherClients closing the connections that used a removed token (and
+ * such a connection not resumable), a token removed directly in the database, expiry, and a logout through one
  * server closing a connection on another server that learns of it only from
  * the users collection.
  */
@@ -17,6 +17,7 @@ import type { PerseidServer } from '../src/server/app.js';
 import { embeddedTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { accountsServer, call, digest, errorOf, type AccountsServer } from './accounts-helpers.js';
 import { RawPeer, type Message } from './helpers.js';
+import { eventually } from './processes.js';
 import { needsServices } from './skips.js';
 
 const { targets } = await mongoTargets();
@@ -115,6 +116,26 @@ for (const target of perServer) {
       assert.deepEqual(errorOf(await call(anon, 'removeOtherTokens')), { error: 'You are not logged in.', reason: undefined });
       a.peer.close();
       anon.close();
+    });
+
+    it('a connection closed for a removed token cannot be resumed (Meteor 3.5) into its login', async () => {
+      await t.accounts.createUser({ username: 'fay', password: 'pw' });
+      const thief = await loggedIn(t, 'fay');
+      const session = (thief.peer.received.find((m) => m.msg === 'connected') as Message).session as string;
+      const received = thief.peer.received.filter((m) => m.msg !== 'ping' && m.msg !== 'pong').length;
+      // It never reads the server's close frame, so the server waits for its answer with the session still open.
+      thief.peer.ws.pause();
+      const owner = await loggedIn(t, 'fay');
+      const closing = t.accounts.loggedInConnections - 1;
+      assert.equal((await call(owner.peer, 'removeOtherTokens')).error, undefined);
+      await eventually(() => t.accounts.loggedInConnections === closing, 'the thief logged out');
+      const again = await RawPeer.open(t.wsUrl);
+      again.send({ msg: 'connect', version: '1', support: ['1'], session, receivedCount: received });
+      assert.notEqual((await again.next((m) => m.msg === 'connected')).session, session, 'a fresh session');
+      assert.equal((await call(again, 'whoami')).result, null, 'not logged in');
+      again.close();
+      owner.peer.close();
+      thief.peer.ws.terminate();
     });
 
     it('logs a connection out when its token is removed directly in the database', async () => {

@@ -653,7 +653,9 @@ export class Session implements SubscriptionHost, InputHolder {
    * missed. Otherwise it ends (the client starts afresh) and says no.
    */
   resume(socket: DdpSocket, receivedCount: number, version: DDPVersion): boolean {
-    if (this.state !== 'open' || this.overflowed) return false;
+    // Not one that is closing on purpose (a `disconnect`, or the server's close: a logout by a removed
+    // token) while its socket waits for the client's close frame, which a client can hold back.
+    if (this.state !== 'open' || this.overflowed || this.leaving) return false;
     // A session whose client is still connected as far as this side knows is taken over only from the
     // client's own address: else anyone who learnt its id could take a live session (and its login) at any time.
     if (!this.parked && this.addressOf(socket) !== this.connection.clientAddress) return false;
