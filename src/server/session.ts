@@ -650,7 +650,8 @@ export class Session implements SubscriptionHost, InputHolder {
    * A client reconnecting asks for this session back, with how many of its
    * messages it received: if this session can send it all it missed, it takes
    * the new socket, answers `connected` with its own id and sends what was
-   * missed. Otherwise it ends (the client starts afresh) and says no.
+   * missed. Otherwise it says no (the client starts afresh), and ends if it
+   * cannot serve the count; one closing, or still connected elsewhere, is left as it is.
    */
   resume(socket: DdpSocket, receivedCount: number, version: DDPVersion): boolean {
     // Not one that is closing on purpose (a `disconnect`, or the server's close: a logout by a removed
