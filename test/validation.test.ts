@@ -52,6 +52,9 @@ describe('check and Match', () => {
     assert.equal(failure({}, { a: String }), "Match error: Missing key 'a'");
     assert.equal(failure([1, 'x'], [Number]), 'Match error: Expected number, got string in field [1]');
     assert.equal(failure(1.5, Match.Integer), 'Match error: Expected Integer, got 1.5');
+    // Meteor's Integer is a signed 32-bit one: -2^31 passes, 2^31 does not.
+    check(-(2 ** 31), Match.Integer);
+    assert.equal(failure(2 ** 31, Match.Integer), 'Match error: Expected Integer, got 2147483648');
     assert.equal(failure(null, Match.Optional(String)), 'Match error: Expected string, got null');
     assert.equal(failure(true, Match.OneOf(String, Number)), 'Match error: Failed Match.OneOf, Match.Maybe or Match.Optional validation');
     assert.equal(Match.test('x', String), true);

@@ -92,7 +92,8 @@ function test(value: unknown, pattern: Pattern, path: string): void {
     throw new MatchError(`Expected ${primitive}, got ${typeName(value)}`, path);
   }
   if (pattern === Integer) {
-    if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) <= 2 ** 31) return;
+    // Meteor's test, `(value | 0) === value`: a signed 32-bit integer.
+    if (typeof value === 'number' && (value | 0) === value) return;
     throw new MatchError(`Expected Integer, got ${value instanceof Object ? JSON.stringify(value) : String(value)}`, path);
   }
   if (pattern instanceof Optional) {
