@@ -194,6 +194,35 @@ describe('client collections: observing local queries', () => {
     assert.deepEqual(unordered, [['added', 'b'], ['added', 'c'], ['added', 'a'], ['removed', 'b']]);
   });
 
+  it('gives the callbacks the ids of results whose projection leaves _id out', () => {
+    const store = storeWith(PEOPLE.slice(0, 3));
+    const people = store.collection('people');
+    const calls: unknown[] = [];
+    const query = people.cursor({}, { sort: { name: 1 }, fields: { _id: 0, name: 1 } });
+    const changes = query.observeChanges({
+      addedBefore: (id, fields, before) => calls.push(['addedBefore', id, fields, before]),
+      changed: (id, fields) => calls.push(['changed', id, fields]),
+      movedBefore: (id, before) => calls.push(['movedBefore', id, before]),
+      removed: (id) => calls.push(['removed', id]),
+    });
+    const docs = query.observe({ movedTo: (doc, from, to, before) => calls.push(['movedTo', doc, from, to, before]) });
+    assert.deepEqual(calls.splice(0), [
+      ['addedBefore', 'a', { name: 'Ada' }, null],
+      ['addedBefore', 'b', { name: 'Bob' }, null],
+      ['addedBefore', 'c', { name: 'Cy' }, null],
+    ]);
+    store.apply({ msg: 'changed', collection: 'people', id: 'a', fields: { name: 'Bz' } });
+    store.apply({ msg: 'removed', collection: 'people', id: 'c' });
+    assert.deepEqual(calls, [
+      ['changed', 'a', { name: 'Bz' }],
+      ['movedBefore', 'a', 'c'],
+      ['movedTo', { name: 'Bz' }, 0, 1, 'c'],
+      ['removed', 'c'],
+    ]);
+    changes.stop();
+    docs.stop();
+  });
+
   it('keeps the result list and its documents the same objects until they change', () => {
     const store = storeWith(PEOPLE);
     const people = store.collection('people');
