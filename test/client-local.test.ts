@@ -67,6 +67,15 @@ describe('client collections: queries', () => {
     assert.equal(people.cursor({ age: 25 }).count(), 2);
   });
 
+  it("selects nothing with a missing selector, as Meteor does, and everything with none", () => {
+    const missing = undefined as string | undefined; // say, an id not chosen yet
+    assert.equal(people.findOne(missing), undefined);
+    assert.deepEqual(people.find(null), []);
+    assert.deepEqual(people.cursor(missing, { sort: { name: 1 } }).fetch(), []);
+    assert.equal(people.find().length, PEOPLE.length);
+    assert.equal(people.cursor().count(), PEOPLE.length);
+  });
+
   it('refuses bad queries with the reason', () => {
     assert.throws(() => people.find({ age: { $bogus: 1 } }), /Invalid selector.*\$bogus/);
     assert.throws(() => people.find({}, { sort: { age: 2 as 1 } }), /Invalid sort direction/);
