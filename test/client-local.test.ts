@@ -252,6 +252,18 @@ describe('client collections: observing local queries', () => {
     assert.equal(seen.length, 1);
   });
 
+  it('keeps a projected result the same object when only fields outside the projection change', () => {
+    const store = storeWith(PEOPLE);
+    const people = store.collection('people');
+    const watch = people.cursor({ age: 25 }, { sort: { name: 1 }, fields: { name: 1 } }).watch(() => undefined);
+    const [bob] = watch.results;
+    store.apply({ msg: 'changed', collection: 'people', id: 'b', fields: { tags: ['new'] } }); // projected away
+    store.apply({ msg: 'changed', collection: 'people', id: 'd', fields: { name: 'Di' } });
+    assert.deepEqual(watch.results.map((p) => (p as Doc).name), ['Bob', 'Di']);
+    assert.equal(watch.results[0], bob, "Bob's result did not change: the same object");
+    watch.stop();
+  });
+
   it('refreshes an observer once for a batch of changes', () => {
     const store = storeWith(PEOPLE);
     const seen: unknown[] = [];

@@ -73,6 +73,8 @@ export class QueryObserver {
       if (before === after) continue;
       const fields = changedFields(before.doc, after.doc);
       if (fields) changes.push({ type: 'changed', id, doc: after.doc, previous: before.doc, fields });
+      // Only fields the projection leaves out changed: the result keeps its object.
+      else next.set(id, { source: after.source, doc: before.doc });
     }
     const target = [...next.keys()];
     if (working.length === 0) {
