@@ -10,7 +10,7 @@
  */
 import { clone } from '../ddp/ejson.js';
 import { idStringify } from '../ddp/ids.js';
-import { applyModifier, assertValidDocument, buildUpsert, parseModifier } from '../query/modifier.js';
+import { applyModifier, assertValidDocument, buildUpsert, parseModifier, upsertDrawsId } from '../query/modifier.js';
 import { normalizeSelector, passedSelector } from '../query/selector.js';
 import type { Selector } from '../query/types.js';
 import { ClientErrors } from './client-errors.js';
@@ -111,9 +111,11 @@ export class LocalCollection<T extends object = Document> {
     const stub = this.stub('update');
     const parsed = parseModifier(modifier);
     const normalized = normalizeSelector(selector);
+    // Drawn whether or not a document matches, as on the server: the id streams stay in step.
+    const insertedId = options.upsert && upsertDrawsId(selector, normalized) ? stub.newId(this.name) : undefined;
     const found = runQuery(this.docs, compileQuery(normalized, options.multi ? {} : { limit: 1 }));
     if (found.length === 0 && options.upsert) {
-      this.insertWith(stub, buildUpsert(normalized, parsed, stub.newId(this.name)) as Document);
+      this.insertWith(stub, buildUpsert(normalized, parsed, insertedId) as Document);
       return 1;
     }
     let changed = 0;

@@ -8,7 +8,7 @@ import { ObjectID } from '../ddp/object-id.js';
 import { Random, collectionIdSequence } from '../ddp/random.js';
 import { WriteFence } from '../reactive/write-fence.js';
 import { currentWriteScope, type WriteScope } from '../reactive/write-scope.js';
-import { assertValidDocument } from '../query/modifier.js';
+import { assertValidDocument, upsertDrawsId } from '../query/modifier.js';
 import { normalizeSelector, passedSelector } from '../query/selector.js';
 import { Cursor } from './cursor.js';
 import { getDefaultDatabase, type Database } from './database.js';
@@ -121,7 +121,7 @@ export class Collection<T extends object = Document> {
     const normalized = normalizeSelector(selector);
     const scope = currentWriteScope();
     // The id an upsert would insert is drawn here, like Meteor, so a stub makes the same one.
-    const insertedId = options.upsert && (!selector || !('_id' in normalized)) ? this.newId(scope) : undefined;
+    const insertedId = options.upsert && upsertDrawsId(selector, normalized) ? this.newId(scope) : undefined;
     // A falsy selector selects nothing (see normalizeSelector): an upsert inserts under the drawn id, as Meteor's does.
     const target = !selector && insertedId !== undefined ? { _id: insertedId } : normalized;
     const result = await this.write(scope, (driver) =>
