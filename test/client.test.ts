@@ -135,6 +135,26 @@ describe('client methods', () => {
     });
   });
 
+  it("tells onResultReceived the result or error as it arrives, before the call settles on `updated`", async () => {
+    await connected({}, async (socket, client) => {
+      const received: unknown[] = [];
+      const done = client.apply('done', [], { onResultReceived: (error, result) => received.push([error?.reason, result]) });
+      const doneState = track(done);
+      const refused = client.apply('refused', [], { onResultReceived: (error, result) => received.push([error?.reason, result]) });
+      const refusedState = track(refused);
+      await socket.next('method');
+      await socket.next('method');
+      socket.send({ msg: 'result', id: '1', result: 7 });
+      socket.send({ msg: 'result', id: '2', error: { error: 403, reason: 'No', errorType: 'Meteor.Error' } });
+      await socket.sync();
+      assert.deepEqual(received, [[undefined, 7], ['No', undefined]]);
+      assert.equal(doneState.settled || refusedState.settled, false, 'the calls wait for their updated');
+      socket.send({ msg: 'updated', methods: ['1', '2'] });
+      assert.equal(await done, 7);
+      await assert.rejects(refused, { reason: 'No' });
+    });
+  });
+
   it("rejects with the server's error as a DDPError", async () => {
     await connected({}, async (socket, client) => {
       const call = client.call('guarded');
