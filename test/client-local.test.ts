@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { DDPClient, type Document, type FindOptions, type LocalSelector } from '../src/client/node.js';
+import { DDPClient, type Document, type FindOptions, type LocalCursor, type LocalSelector } from '../src/client/node.js';
 import { LocalStore } from '../src/client/store.js';
 import { mingoProject, mingoQuery, mingoUpdate } from '../src/query/mingo.js';
 import * as browserMingo from '../src/query/mingo-browser.js';
@@ -262,6 +262,29 @@ describe('client collections: observing local queries', () => {
     assert.deepEqual(watch.results.map((p) => (p as Doc).name), ['Bob', 'Di']);
     assert.equal(watch.results[0], bob, "Bob's result did not change: the same object");
     watch.stop();
+  });
+
+  it('follows a long result list at a small multiple of the cost of re-running its query', () => {
+    // A component's query mounted while its subscription loads: every `added` refreshes the results.
+    const count = 3000;
+    const load = (follow: (cursor: LocalCursor<Document>) => { each(): void; stop(): void }) => {
+      const store = new LocalStore();
+      const follower = follow(store.collection('people').cursor({}, { sort: { n: -1 } }));
+      const started = performance.now();
+      for (let i = 0; i < count; i++) {
+        store.apply({ msg: 'added', collection: 'people', id: `p${i}`, fields: { n: i } });
+        follower.each();
+      }
+      const took = performance.now() - started;
+      follower.stop();
+      return took;
+    };
+    const requery = load((cursor) => ({ each: () => void cursor.fetch(), stop: () => undefined }));
+    let added = 0;
+    const observed = load((cursor) => ({ each: () => undefined, ...cursor.observeChanges({ addedBefore: () => added++ }) }));
+    assert.equal(added, count);
+    // Measured against the same machine's query time: linear per change, not quadratic in the results.
+    assert.ok(observed < 8 * requery, `observing took ${Math.round(observed)} ms, re-running the query ${Math.round(requery)} ms`);
   });
 
   it('refreshes an observer once for a batch of changes', () => {
