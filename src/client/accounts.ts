@@ -4,11 +4,10 @@
  * the plain string only where the page has no Web Crypto, i.e. not a secure
  * context), the token is kept in `storage` (localStorage in a page, anything
  * with the same three methods in Node, the client's memory without one) with
- * its expiry, and sent as
- * `{resume: token}` first thing on every new session, so a reload or a
- * reconnect stays logged in. Login calls are `wait` calls, as in Meteor: the
- * page never shows the subscriptions half re-run for the new user. A token the
- * server no longer knows logs the client out.
+ * its expiry, and sent as `{resume: token}` first thing on every new session,
+ * so a reload or a reconnect stays logged in. Login calls are `wait` calls,
+ * as in Meteor: the page never shows the subscriptions half re-run for the new
+ * user. A token the server no longer knows logs the client out.
  */
 import type { DDPClient } from './client.js';
 import { Emitter } from './emitter.js';
