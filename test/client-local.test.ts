@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { DDPClient, type Document, type FindOptions, type LocalSelector } from '../src/client/node.js';
+import { DDPClient, type Document, type FindOptions, type LocalCursor, type LocalSelector } from '../src/client/node.js';
 import { LocalStore } from '../src/client/store.js';
 import { mingoProject, mingoQuery, mingoUpdate } from '../src/query/mingo.js';
 import * as browserMingo from '../src/query/mingo-browser.js';
@@ -65,6 +65,15 @@ describe('client collections: queries', () => {
     assert.equal((people.findOne({}, { sort: { at: 1 } }) as Doc)._id, 'd');
     assert.equal(people.findOne({ name: 'nobody' }), undefined);
     assert.equal(people.cursor({ age: 25 }).count(), 2);
+  });
+
+  it("selects nothing with a missing selector, as Meteor does, and everything with none", () => {
+    const missing = undefined as string | undefined; // say, an id not chosen yet
+    assert.equal(people.findOne(missing), undefined);
+    assert.deepEqual(people.find(null), []);
+    assert.deepEqual(people.cursor(missing, { sort: { name: 1 } }).fetch(), []);
+    assert.equal(people.find().length, PEOPLE.length);
+    assert.equal(people.cursor().count(), PEOPLE.length);
   });
 
   it('refuses bad queries with the reason', () => {
@@ -194,6 +203,35 @@ describe('client collections: observing local queries', () => {
     assert.deepEqual(unordered, [['added', 'b'], ['added', 'c'], ['added', 'a'], ['removed', 'b']]);
   });
 
+  it('gives the callbacks the ids of results whose projection leaves _id out', () => {
+    const store = storeWith(PEOPLE.slice(0, 3));
+    const people = store.collection('people');
+    const calls: unknown[] = [];
+    const query = people.cursor({}, { sort: { name: 1 }, fields: { _id: 0, name: 1 } });
+    const changes = query.observeChanges({
+      addedBefore: (id, fields, before) => calls.push(['addedBefore', id, fields, before]),
+      changed: (id, fields) => calls.push(['changed', id, fields]),
+      movedBefore: (id, before) => calls.push(['movedBefore', id, before]),
+      removed: (id) => calls.push(['removed', id]),
+    });
+    const docs = query.observe({ movedTo: (doc, from, to, before) => calls.push(['movedTo', doc, from, to, before]) });
+    assert.deepEqual(calls.splice(0), [
+      ['addedBefore', 'a', { name: 'Ada' }, null],
+      ['addedBefore', 'b', { name: 'Bob' }, null],
+      ['addedBefore', 'c', { name: 'Cy' }, null],
+    ]);
+    store.apply({ msg: 'changed', collection: 'people', id: 'a', fields: { name: 'Bz' } });
+    store.apply({ msg: 'removed', collection: 'people', id: 'c' });
+    assert.deepEqual(calls, [
+      ['changed', 'a', { name: 'Bz' }],
+      ['movedBefore', 'a', 'c'],
+      ['movedTo', { name: 'Bz' }, 0, 1, 'c'],
+      ['removed', 'c'],
+    ]);
+    changes.stop();
+    docs.stop();
+  });
+
   it('keeps the result list and its documents the same objects until they change', () => {
     const store = storeWith(PEOPLE);
     const people = store.collection('people');
@@ -212,6 +250,41 @@ describe('client collections: observing local queries', () => {
     watch.stop();
     store.apply({ msg: 'removed', collection: 'people', id: 'b' });
     assert.equal(seen.length, 1);
+  });
+
+  it('keeps a projected result the same object when only fields outside the projection change', () => {
+    const store = storeWith(PEOPLE);
+    const people = store.collection('people');
+    const watch = people.cursor({ age: 25 }, { sort: { name: 1 }, fields: { name: 1 } }).watch(() => undefined);
+    const [bob] = watch.results;
+    store.apply({ msg: 'changed', collection: 'people', id: 'b', fields: { tags: ['new'] } }); // projected away
+    store.apply({ msg: 'changed', collection: 'people', id: 'd', fields: { name: 'Di' } });
+    assert.deepEqual(watch.results.map((p) => (p as Doc).name), ['Bob', 'Di']);
+    assert.equal(watch.results[0], bob, "Bob's result did not change: the same object");
+    watch.stop();
+  });
+
+  it('follows a long result list at a small multiple of the cost of re-running its query', () => {
+    // A component's query mounted while its subscription loads: every `added` refreshes the results.
+    const count = 3000;
+    const load = (follow: (cursor: LocalCursor<Document>) => { each(): void; stop(): void }) => {
+      const store = new LocalStore();
+      const follower = follow(store.collection('people').cursor({}, { sort: { n: -1 } }));
+      const started = performance.now();
+      for (let i = 0; i < count; i++) {
+        store.apply({ msg: 'added', collection: 'people', id: `p${i}`, fields: { n: i } });
+        follower.each();
+      }
+      const took = performance.now() - started;
+      follower.stop();
+      return took;
+    };
+    const requery = load((cursor) => ({ each: () => void cursor.fetch(), stop: () => undefined }));
+    let added = 0;
+    const observed = load((cursor) => ({ each: () => undefined, ...cursor.observeChanges({ addedBefore: () => added++ }) }));
+    assert.equal(added, count);
+    // Measured against the same machine's query time: linear per change, not quadratic in the results.
+    assert.ok(observed < 8 * requery, `observing took ${Math.round(observed)} ms, re-running the query ${Math.round(requery)} ms`);
   });
 
   it('refreshes an observer once for a batch of changes', () => {

@@ -47,6 +47,13 @@ function stubsFor(tasks: LocalCollection<Task>) {
       tasks.insert({ text: `${text} 1`, done: false });
       tasks.insert({ text: `${text} 2`, done: false });
     },
+    removeTask(id: string | undefined) {
+      tasks.remove(id!);
+    },
+    markThenAdd(this: StubInvocation, text: string) {
+      tasks.update({ text }, { $set: { done: true } }, { upsert: true });
+      return tasks.insert({ text: `after ${text}`, done: false });
+    },
     broken() {
       tasks.insert({ text: 'half', done: false });
       throw new Error('the stub failed');
@@ -90,6 +97,13 @@ describe('method stubs and latency compensation', () => {
         },
         setDone(id: unknown) {
           return Tasks.updateAsync(String(id), { $set: { done: true } });
+        },
+        removeTask(id: unknown) {
+          return Tasks.removeAsync(id as string);
+        },
+        async markThenAdd(text: unknown) {
+          await Tasks.upsertAsync({ text: String(text) }, { $set: { done: true } });
+          return Tasks.insertAsync({ text: `after ${String(text)}`, done: false });
         },
         async record(this: { unblock(): void }, label: unknown, gated: unknown) {
           this.unblock(); // the server would run later calls meanwhile: only the client holds them back
@@ -184,6 +198,29 @@ describe('method stubs and latency compensation', () => {
     await assert.rejects(client.apply('broken', [], { throwStubExceptions: true }), /the stub failed/);
     assert.equal(tasks.find({ text: 'half' }).length, 0);
     assert.equal(gates.count, 0, 'the call was not sent');
+    client.disconnect();
+  });
+
+  it('removes nothing, in the stub and on the server, when the id is missing', async () => {
+    await client.call('insertNow', 'still here');
+    const before = tasks.size;
+    assert.ok(before > 0);
+    const removing = client.call('removeTask', undefined);
+    assert.equal(tasks.size, before, 'the stub removed nothing');
+    assert.equal(await removing, 0);
+    assert.equal(tasks.size, before, 'the server removed nothing');
+    assert.equal(await Tasks.find().countAsync(), before);
+    client.disconnect();
+  });
+
+  it('draws ids for an upsert as the server does, so that a later insert gets the same _id on both sides', async () => {
+    await client.call('insertNow', 'to mark'); // the upsert matches: no document inserted, yet an id is drawn
+    for (const text of ['to mark', 'new mark']) {
+      const call = client.call<string>('markThenAdd', text);
+      const [shown] = tasks.find({ text: `after ${text}` });
+      assert.ok(shown);
+      assert.equal(await call, shown._id, `after the upsert of '${text}': same _id in the stub and on the server`);
+    }
     client.disconnect();
   });
 

@@ -135,6 +135,26 @@ describe('client methods', () => {
     });
   });
 
+  it("tells onResultReceived the result or error as it arrives, before the call settles on `updated`", async () => {
+    await connected({}, async (socket, client) => {
+      const received: unknown[] = [];
+      const done = client.apply('done', [], { onResultReceived: (error, result) => received.push([error?.reason, result]) });
+      const doneState = track(done);
+      const refused = client.apply('refused', [], { onResultReceived: (error, result) => received.push([error?.reason, result]) });
+      const refusedState = track(refused);
+      await socket.next('method');
+      await socket.next('method');
+      socket.send({ msg: 'result', id: '1', result: 7 });
+      socket.send({ msg: 'result', id: '2', error: { error: 403, reason: 'No', errorType: 'Meteor.Error' } });
+      await socket.sync();
+      assert.deepEqual(received, [[undefined, 7], ['No', undefined]]);
+      assert.equal(doneState.settled || refusedState.settled, false, 'the calls wait for their updated');
+      socket.send({ msg: 'updated', methods: ['1', '2'] });
+      assert.equal(await done, 7);
+      await assert.rejects(refused, { reason: 'No' });
+    });
+  });
+
   it("rejects with the server's error as a DDPError", async () => {
     await connected({}, async (socket, client) => {
       const call = client.call('guarded');
@@ -334,6 +354,46 @@ describe('client local store', () => {
         ['oid', 'number'],
       );
       assert.equal(messages.filter((message) => message.msg !== 'ping').length, 9);
+    });
+  });
+});
+
+describe('client buffered writes', () => {
+  it("refreshes a local query a few times, not once per document, for a subscription's burst of added", async () => {
+    await connected({}, async (socket, client) => {
+      const count = 1000;
+      const items = client.subscribe('items');
+      const { id } = await socket.next('sub');
+      let refreshes = 0;
+      const watch = client.collection<{ _id: string; n: number }>('items').cursor({}, { sort: { n: -1 } }).watch(() => refreshes++);
+      for (let n = 0; n < count; n++) socket.send({ msg: 'added', collection: 'items', id: `i${n}`, fields: { n } });
+      socket.send({ msg: 'ready', subs: [id] });
+      await items.ready;
+      assert.equal(watch.results.length, count, 'the query is current once the subscription is ready');
+      assert.equal(client.collection('items').size, count);
+      assert.ok(refreshes < count / 20, `${refreshes} refreshes for ${count} documents`);
+      // A stub's write shows at once, even right behind server writes still buffered.
+      client.methods({ drop: () => client.collection('items').remove('i0') });
+      const stubbed = new Promise<{ call: Promise<unknown>; shown: number }>((resolve) => {
+        const off = client.on('message', (message) => {
+          if (message.msg !== 'removed') return;
+          off();
+          // Right after the client took the message in, with the refresh it buffered still pending.
+          queueMicrotask(() => {
+            const call = client.call('drop');
+            resolve({ call, shown: watch.results.length });
+          });
+        });
+      });
+      socket.send({ msg: 'removed', collection: 'items', id: 'i1' });
+      const { call, shown } = await stubbed;
+      assert.equal(shown, count - 2, 'the buffered removal and the stub removal both shown');
+      const method = await socket.next('method');
+      socket.send({ msg: 'result', id: method.id });
+      socket.send({ msg: 'updated', methods: [method.id] });
+      await call;
+      assert.equal(watch.results.length, count - 1, "the stub's removal undone: the server did not remove i0");
+      watch.stop();
     });
   });
 });

@@ -131,6 +131,21 @@ for (const target of targets) {
       assert.equal(await c.removeAsync('d0'), 0);
     });
 
+    it('selects nothing with a falsy selector, as Meteor does (find() without one still selects all)', async () => {
+      const c = collection<{ _id: string; n?: number }>();
+      for (const _id of ['a', 'b']) await c.insertAsync({ _id });
+      const missing = undefined as unknown as string; // say, a parameter the caller left out
+      assert.equal(await c.findOneAsync(missing), undefined);
+      assert.equal(await c.find(null as unknown as string).countAsync(), 0);
+      assert.equal(await c.updateAsync(missing, { $set: { n: 1 } }, { multi: true }), 0);
+      assert.equal(await c.removeAsync(missing), 0);
+      const upserted = await c.upsertAsync(missing, { $set: { n: 2 } });
+      assert.equal(typeof upserted.insertedId, 'string', 'an upsert inserts a new document');
+      assert.deepEqual(await c.find({ _id: { $in: ['a', 'b'] } }, { sort: { _id: 1 } }).fetchAsync(), [{ _id: 'a' }, { _id: 'b' }]);
+      assert.equal(await c.find().countAsync(), 3);
+      assert.equal((await c.findOneAsync())?._id !== undefined, true);
+    });
+
     it('sorts, skips, limits and projects', async () => {
       const c = collection();
       for (let i = 0; i < 10; i++) await c.insertAsync({ _id: `s${i}`, n: i % 4, name: `item ${i}`, deep: { x: i, y: -i } });

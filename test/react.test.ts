@@ -45,6 +45,8 @@ describe('perseid/react', () => {
   let other: DDPClient;
   let tasks: LocalCollection<Task>;
   let release: (() => void) | undefined;
+  /** While set, the taskByText publication waits for it before it is ready. */
+  let held: Promise<void> | undefined;
   const renders = { list: 0 };
 
   before(async () => {
@@ -65,6 +67,10 @@ describe('perseid/react', () => {
         },
       });
       server.publish('tasks', () => Tasks.find());
+      server.publish('taskByText', async (text: unknown) => {
+        await held;
+        return Tasks.find({ text: String(text) });
+      });
     });
     client = new DDPClient(t.url);
     other = new DDPClient(t.url);
@@ -122,6 +128,32 @@ describe('perseid/react', () => {
 
     root.render(createElement(DDPProvider, { client }, createElement(TaskList, { onlyOpen: false })));
     await eventually(() => text(container, 'ul') === 'breadmilkzzz', 'all tasks with the new props');
+    root.unmount();
+  });
+
+  it('is loading again after its parameters change, even back to ones that were ready before', async () => {
+    function Picked({ text: picked }: { text: string }): ReactNode {
+      const isLoading = useSubscribe('taskByText', picked);
+      return createElement('i', { 'data-text': picked, 'data-loading': String(isLoading()) });
+    }
+    const show = (picked: string) => createElement(DDPProvider, { client }, createElement(Picked, { text: picked }));
+    const { root, container } = mount(client, createElement(Picked, { text: 'a' }));
+    await eventually(() => attr(container, 'i', 'data-loading') === 'false', "'a' ready");
+    let open!: () => void;
+    held = new Promise<void>((resolve) => (open = resolve));
+    try {
+      root.render(show('b'));
+      await eventually(() => attr(container, 'i', 'data-text') === 'b', "'b' rendered");
+      assert.equal(attr(container, 'i', 'data-loading'), 'true', "'b' is not ready");
+      root.render(show('a')); // before 'b' was ready: a new subscription to 'a', held by the server
+      await eventually(() => attr(container, 'i', 'data-text') === 'a', "'a' rendered again");
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(attr(container, 'i', 'data-loading'), 'true', "the new subscription to 'a' is not ready yet");
+    } finally {
+      open();
+      held = undefined;
+    }
+    await eventually(() => attr(container, 'i', 'data-loading') === 'false', "'a' ready again");
     root.unmount();
   });
 

@@ -3,11 +3,11 @@
  * the password leaves as its SHA-256 digest (`{digest, algorithm: 'sha-256'}`;
  * the plain string only where the page has no Web Crypto, i.e. not a secure
  * context), the token is kept in `storage` (localStorage in a page, anything
- * with the same three methods in Node) with its expiry, and sent as
- * `{resume: token}` first thing on every new session, so a reload or a
- * reconnect stays logged in. Login calls are `wait` calls, as in Meteor: the
- * page never shows the subscriptions half re-run for the new user. A token the
- * server no longer knows logs the client out.
+ * with the same three methods in Node, the client's memory without one) with
+ * its expiry, and sent as `{resume: token}` first thing on every new session,
+ * so a reload or a reconnect stays logged in. Login calls are `wait` calls,
+ * as in Meteor: the page never shows the subscriptions half re-run for the new
+ * user. A token the server no longer knows logs the client out.
  */
 import type { DDPClient } from './client.js';
 import { Emitter } from './emitter.js';
@@ -47,6 +47,20 @@ async function passwordDigest(password: string): Promise<string | { digest: stri
   return { digest: Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join(''), algorithm: 'sha-256' };
 }
 
+/**
+ * The token's home when the caller gives no storage (Node): this client's
+ * memory, so that a reconnect to a new session still logs in again, as
+ * Meteor's client does without localStorage.
+ */
+function memoryStorage(): TokenStorage {
+  const items = new Map<string, string>();
+  return {
+    getItem: (key) => items.get(key) ?? null,
+    setItem: (key, value) => void items.set(key, value),
+    removeItem: (key) => void items.delete(key),
+  };
+}
+
 function userQuery(user: UserSelector): object {
   if (typeof user !== 'string') return user;
   return user.includes('@') ? { email: user } : { username: user };
@@ -59,7 +73,7 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
 
   constructor(
     private readonly client: DDPClient,
-    private readonly storage?: TokenStorage,
+    private readonly storage: TokenStorage = memoryStorage(),
     keyPrefix = 'perseid',
   ) {
     super();
@@ -118,9 +132,9 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
   }
 
   private resume(): Promise<void> | undefined {
-    const token = this.storage?.getItem(this.tokenKey);
+    const token = this.storage.getItem(this.tokenKey);
     if (!token) return undefined;
-    const expires = Number(this.storage?.getItem(this.expiresKey));
+    const expires = Number(this.storage.getItem(this.expiresKey));
     if (expires && expires <= Date.now()) {
       this.loggedOut();
       return undefined;
@@ -140,9 +154,9 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
   }
 
   private storeToken(reply: LoginReply): void {
-    this.storage?.setItem(this.tokenKey, reply.token);
-    if (reply.tokenExpires instanceof Date) this.storage?.setItem(this.expiresKey, String(reply.tokenExpires.getTime()));
-    else this.storage?.removeItem(this.expiresKey);
+    this.storage.setItem(this.tokenKey, reply.token);
+    if (reply.tokenExpires instanceof Date) this.storage.setItem(this.expiresKey, String(reply.tokenExpires.getTime()));
+    else this.storage.removeItem(this.expiresKey);
   }
 
   private loggedIn(userId: string): void {
@@ -152,8 +166,8 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
   }
 
   private loggedOut(): void {
-    this.storage?.removeItem(this.tokenKey);
-    this.storage?.removeItem(this.expiresKey);
+    this.storage.removeItem(this.tokenKey);
+    this.storage.removeItem(this.expiresKey);
     if (this.client.userId() === null) return;
     this.client.setUserId(null);
     this.emit('logout');

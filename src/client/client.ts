@@ -270,6 +270,7 @@ export class DDPClient extends Emitter<ClientEvents> {
   }
 
   private invoke(method: string, params: readonly unknown[], options: MethodOptions): Promise<unknown> {
+    this.store.flushWrites(); // observers see the server's data before the stub's guess
     const stub = this.stubs.get(method);
     const enclosing = this.store.stub as Simulation | undefined;
     if (enclosing) {
@@ -439,6 +440,7 @@ export class DDPClient extends Emitter<ClientEvents> {
 
   /** Drops the connection; calls, subscriptions, documents and held data stay for the next one. */
   private detach(): void {
+    this.store.flushWrites();
     this.connection?.close();
     this.connection = undefined;
     this.session = undefined;
@@ -461,6 +463,12 @@ export class DDPClient extends Emitter<ClientEvents> {
   private received(message: ServerMessage): void {
     if (message.msg !== 'ping' && message.msg !== 'pong') this.receivedCount++;
     this.emit('message', message);
+    if (isDocumentMessage(message) && !this.quiescence) {
+      this.store.applyBuffered(message);
+      return;
+    }
+    // Anything else may let the application look (a `ready`, a call's result): observers first.
+    this.store.flushWrites();
     switch (message.msg) {
       case 'added':
       case 'changed':

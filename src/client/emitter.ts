@@ -5,6 +5,21 @@
 
 export type Listener<A extends unknown[]> = (...args: A) => void;
 
+/**
+ * Calls the application's `callback`; if it throws, the error is reported as
+ * a DOM event handler's is (asynchronously, as an uncaught error), so that it
+ * cannot leave the client half-way through a state change.
+ */
+export function callSafely(callback: () => void): void {
+  try {
+    callback();
+  } catch (error) {
+    queueMicrotask(() => {
+      throw error;
+    });
+  }
+}
+
 /** The listeners of one event. */
 export class ListenerSet<A extends unknown[]> {
   private readonly listeners = new Set<Listener<A>>();
@@ -17,21 +32,9 @@ export class ListenerSet<A extends unknown[]> {
     };
   }
 
-  /**
-   * Calls every listener. A listener that throws is reported the way a DOM event
-   * handler's error is (asynchronously, as an uncaught error) so that it cannot
-   * leave the client half-way through a state change.
-   */
+  /** Calls every listener (see {@link callSafely}). */
   notify(...args: A): void {
-    for (const listener of this.listeners) {
-      try {
-        listener(...args);
-      } catch (error) {
-        queueMicrotask(() => {
-          throw error;
-        });
-      }
-    }
+    for (const listener of this.listeners) callSafely(() => listener(...args));
   }
 
   clear(): void {

@@ -10,8 +10,8 @@
  */
 import { clone } from '../ddp/ejson.js';
 import { idStringify } from '../ddp/ids.js';
-import { applyModifier, assertValidDocument, buildUpsert, parseModifier } from '../query/modifier.js';
-import { normalizeSelector } from '../query/selector.js';
+import { applyModifier, assertValidDocument, buildUpsert, parseModifier, upsertDrawsId } from '../query/modifier.js';
+import { normalizeSelector, passedSelector } from '../query/selector.js';
 import type { Selector } from '../query/types.js';
 import { ClientErrors } from './client-errors.js';
 import {
@@ -64,20 +64,20 @@ export class LocalCollection<T extends object = Document> {
   }
 
   /** The documents a selector (Mongo selector, `_id` or predicate) selects, in query order. */
-  find(selector?: LocalSelector<T>, options?: FindOptions): T[] {
-    const query = compileQuery(selector, options);
+  find(...args: [selector?: LocalSelector<T>, options?: FindOptions]): T[] {
+    const query = compileQuery(passedSelector(args), args[1]);
     return runQuery(this.docs, query).map(([, doc]) => project(query, doc) as T);
   }
 
   /** The first document a selector selects (with the options' sort and skip). */
-  findOne(selector?: LocalSelector<T>, options: Omit<FindOptions, 'limit'> = {}): T | undefined {
-    return this.find(selector, { ...options, limit: 1 })[0];
+  findOne(...args: [selector?: LocalSelector<T>, options?: Omit<FindOptions, 'limit'>]): T | undefined {
+    return this.find(passedSelector(args), { ...args[1], limit: 1 })[0];
   }
 
   /** A query to fetch, count and observe. */
-  cursor(selector?: LocalSelector<T>, options?: FindOptions): LocalCursor<T> {
+  cursor(...args: [selector?: LocalSelector<T>, options?: FindOptions]): LocalCursor<T> {
     const changes = () => this.changeCount;
-    return new LocalCursor<T>(compileQuery(selector, options), {
+    return new LocalCursor<T>(compileQuery(passedSelector(args), args[1]), {
       docs: this.docs,
       get changes() {
         return changes();
@@ -111,9 +111,11 @@ export class LocalCollection<T extends object = Document> {
     const stub = this.stub('update');
     const parsed = parseModifier(modifier);
     const normalized = normalizeSelector(selector);
+    // Drawn whether or not a document matches, as on the server: the id streams stay in step.
+    const insertedId = options.upsert && upsertDrawsId(selector, normalized) ? stub.newId(this.name) : undefined;
     const found = runQuery(this.docs, compileQuery(normalized, options.multi ? {} : { limit: 1 }));
     if (found.length === 0 && options.upsert) {
-      this.insertWith(stub, buildUpsert(normalized, parsed, stub.newId(this.name)) as Document);
+      this.insertWith(stub, buildUpsert(normalized, parsed, insertedId) as Document);
       return 1;
     }
     let changed = 0;

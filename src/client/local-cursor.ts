@@ -6,6 +6,7 @@
  * React's useSyncExternalStore takes: the snapshot stays the same array until
  * the results change.
  */
+import { idParse } from '../ddp/ids.js';
 import type { Document } from './documents.js';
 import { runQuery, project, type CompiledQuery } from './local-query.js';
 import { QueryObserver, type ResultChange } from './query-observer.js';
@@ -46,6 +47,15 @@ export interface CursorSource {
   readonly changes: number;
   /** Keeps `observer` refreshed until the returned function is called. */
   watch(observer: QueryObserver): () => void;
+}
+
+/**
+ * The `_id` of a result, from the key it is stored under: the projected
+ * document may leave `_id` out (`fields: { _id: 0 }`), and Meteor's callbacks
+ * get the id whatever the projection.
+ */
+function idOrNull(id: string | null): unknown {
+  return id === null ? null : idParse(id);
 }
 
 function withoutId(doc: Document): Record<string, unknown> {
@@ -100,26 +110,22 @@ export class LocalCursor<T extends object = Document> {
   };
 
   observeChanges(callbacks: ObserveChangesCallbacks): ObserveHandle {
-    const idOf = new Map<string, unknown>();
     return this.observeResults((changes) => {
       for (const change of changes) {
+        const id = idParse(change.id);
         switch (change.type) {
-          case 'added': {
-            idOf.set(change.id, change.doc._id);
-            const before = change.before === null ? null : idOf.get(change.before);
-            if (callbacks.addedBefore) callbacks.addedBefore(change.doc._id, withoutId(change.doc), before);
-            else callbacks.added?.(change.doc._id, withoutId(change.doc));
+          case 'added':
+            if (callbacks.addedBefore) callbacks.addedBefore(id, withoutId(change.doc), idOrNull(change.before));
+            else callbacks.added?.(id, withoutId(change.doc));
             break;
-          }
           case 'moved':
-            callbacks.movedBefore?.(change.doc._id, change.before === null ? null : idOf.get(change.before));
+            callbacks.movedBefore?.(id, idOrNull(change.before));
             break;
           case 'changed':
-            callbacks.changed?.(change.doc._id, change.fields);
+            callbacks.changed?.(id, change.fields);
             break;
           case 'removed':
-            idOf.delete(change.id);
-            callbacks.removed?.(change.doc._id);
+            callbacks.removed?.(id);
             break;
         }
       }
@@ -128,7 +134,6 @@ export class LocalCursor<T extends object = Document> {
 
   observe(callbacks: ObserveCallbacks<T>): ObserveHandle {
     const order: string[] = [];
-    const idOf = new Map<string, unknown>();
     const indexBefore = (before: string | null) => (before === null ? order.length : order.indexOf(before));
     return this.observeResults((changes) => {
       for (const change of changes) {
@@ -137,8 +142,7 @@ export class LocalCursor<T extends object = Document> {
           case 'added': {
             const at = indexBefore(change.before);
             order.splice(at, 0, change.id);
-            idOf.set(change.id, change.doc._id);
-            callbacks.addedAt?.(doc, at, change.before === null ? null : idOf.get(change.before));
+            callbacks.addedAt?.(doc, at, idOrNull(change.before));
             callbacks.added?.(doc);
             break;
           }
@@ -147,7 +151,7 @@ export class LocalCursor<T extends object = Document> {
             order.splice(from, 1);
             const to = indexBefore(change.before);
             order.splice(to, 0, change.id);
-            callbacks.movedTo?.(doc, from, to, change.before === null ? null : idOf.get(change.before));
+            callbacks.movedTo?.(doc, from, to, idOrNull(change.before));
             break;
           }
           case 'changed':
@@ -157,7 +161,6 @@ export class LocalCursor<T extends object = Document> {
           case 'removed': {
             const at = order.indexOf(change.id);
             order.splice(at, 1);
-            idOf.delete(change.id);
             callbacks.removedAt?.(doc, at);
             callbacks.removed?.(doc);
             break;

@@ -9,6 +9,7 @@ import { DDPError } from '../ddp/errors.js';
 import type { MethodMessage, ResultMessage } from '../ddp/messages.js';
 import { ClientErrors } from './client-errors.js';
 import { deferred, type Deferred } from './deferred.js';
+import { callSafely } from './emitter.js';
 
 export interface MethodOptions {
   /**
@@ -27,12 +28,19 @@ export interface MethodOptions {
   wait?: boolean;
   /** If the stub throws, reject the call with that error and do not send it (default: report it and send). */
   throwStubExceptions?: boolean;
+  /**
+   * Called as soon as the server's result or error arrives, before the
+   * method's writes are necessarily on screen (Meteor's option of this name);
+   * the call's promise settles once they are.
+   */
+  onResultReceived?: (error: DDPError | undefined, result?: unknown) => void;
 }
 
 type Outcome = { result: unknown } | { error: DDPError };
 
 interface Invocation {
   readonly message: MethodMessage;
+  readonly options: MethodOptions;
   readonly noRetry: boolean;
   readonly wait: boolean;
   readonly settle: Deferred<unknown>;
@@ -64,6 +72,7 @@ export class MethodTracker {
     const wait = options.wait ?? false;
     const invocation: Invocation = {
       message,
+      options,
       noRetry: options.noRetry ?? false,
       wait,
       settle: deferred(),
@@ -100,7 +109,12 @@ export class MethodTracker {
   result(message: ResultMessage): void {
     const invocation = this.invocations.get(message.id);
     if (!invocation || invocation.outcome) return;
-    invocation.outcome = message.error ? { error: DDPError.fromJSON(message.error) } : { result: message.result };
+    const outcome: Outcome = message.error ? { error: DDPError.fromJSON(message.error) } : { result: message.result };
+    invocation.outcome = outcome;
+    const { onResultReceived } = invocation.options;
+    if (onResultReceived) {
+      callSafely(() => ('error' in outcome ? onResultReceived(outcome.error) : onResultReceived(undefined, outcome.result)));
+    }
     this.finishIfDone(invocation);
   }
 

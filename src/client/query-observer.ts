@@ -73,6 +73,8 @@ export class QueryObserver {
       if (before === after) continue;
       const fields = changedFields(before.doc, after.doc);
       if (fields) changes.push({ type: 'changed', id, doc: after.doc, previous: before.doc, fields });
+      // Only fields the projection leaves out changed: the result keeps its object.
+      else next.set(id, { source: after.source, doc: before.doc });
     }
     const target = [...next.keys()];
     if (working.length === 0) {
@@ -83,29 +85,20 @@ export class QueryObserver {
       return changes;
     }
     // From the end: once positions i+1.. match, put the id of position i right before them.
-    const position = new Map(working.map((id, i) => [id, i]));
+    // An id already there is the last of `working` not yet placed: `last` walks back to it,
+    // so the whole pass is linear (a list of thousands is refreshed on every change).
+    const placed = new Set<string>();
+    let last = working.length - 1;
     for (let i = target.length - 1; i >= 0; i--) {
       const id = target[i]!;
       const before = target[i + 1] ?? null;
-      const doc = next.get(id)!.doc;
-      if (!position.has(id)) {
-        insertBefore(working, id, before);
-        changes.push({ type: 'added', id, doc, before });
-      } else if ((working[working.indexOf(id) + 1] ?? null) !== before) {
-        working.splice(working.indexOf(id), 1);
-        insertBefore(working, id, before);
-        changes.push({ type: 'moved', id, doc, before });
-      }
-      position.set(id, 0);
+      while (last >= 0 && placed.has(working[last]!)) last--;
+      if (!previous.has(id)) changes.push({ type: 'added', id, doc: next.get(id)!.doc, before });
+      else if (working[last] !== id) changes.push({ type: 'moved', id, doc: next.get(id)!.doc, before });
+      placed.add(id);
     }
     this.entries = next;
     this.order = target;
     return changes;
   }
-}
-
-function insertBefore(list: string[], id: string, before: string | null): void {
-  const at = before === null ? -1 : list.indexOf(before);
-  if (at < 0) list.push(id);
-  else list.splice(at, 0, id);
 }

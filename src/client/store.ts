@@ -10,12 +10,16 @@ import { LocalCollection, type ActiveStub, type CollectionHost } from './local-c
 import type { QueryObserver } from './query-observer.js';
 import { ServerDocuments } from './server-documents.js';
 
+const WRITE_INTERVAL_MS = 5;
+
 export class LocalStore implements CollectionHost {
   readonly batch = { depth: 0, dirty: new Set<QueryObserver>() };
   readonly held = new ServerDocuments();
   /** The stub running now, if any (set by the client around a stub call). */
   stub: ActiveStub | undefined;
   private readonly collections = new Map<string, LocalCollection>();
+  /** Set while server messages are being buffered (see applyBuffered). */
+  private timer: ReturnType<typeof setTimeout> | undefined;
 
   activeStub(): ActiveStub | undefined {
     return this.stub;
@@ -64,17 +68,42 @@ export class LocalStore implements CollectionHost {
     for (const methodId of this.held.methods()) this.release(methodId);
   }
 
+  /**
+   * Applies a server message, with observers refreshed once for all those
+   * that arrive within WRITE_INTERVAL_MS of the first (as Meteor's client
+   * buffers writes): a subscription's thousands of `added` refresh a query,
+   * and re-render a component, a few times rather than once per document. The
+   * documents are stored at once; {@link flushWrites} ends the batch early.
+   */
+  applyBuffered(message: DocumentMessage): void {
+    if (this.timer === undefined) {
+      this.batch.depth++;
+      this.timer = setTimeout(() => this.flushWrites(), WRITE_INTERVAL_MS);
+    }
+    this.apply(message);
+  }
+
+  flushWrites(): void {
+    if (this.timer === undefined) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.endBatch();
+  }
+
   /** Runs `work` with observers refreshed once at the end rather than after each change. */
   inBatch<R>(work: () => R): R {
     this.batch.depth++;
     try {
       return work();
     } finally {
-      if (--this.batch.depth === 0) {
-        const dirty = [...this.batch.dirty];
-        this.batch.dirty.clear();
-        for (const observer of dirty) observer.refresh();
-      }
+      this.endBatch();
     }
+  }
+
+  private endBatch(): void {
+    if (--this.batch.depth > 0) return;
+    const dirty = [...this.batch.dirty];
+    this.batch.dirty.clear();
+    for (const observer of dirty) observer.refresh();
   }
 }

@@ -8,8 +8,8 @@ import { ObjectID } from '../ddp/object-id.js';
 import { Random, collectionIdSequence } from '../ddp/random.js';
 import { WriteFence } from '../reactive/write-fence.js';
 import { currentWriteScope, type WriteScope } from '../reactive/write-scope.js';
-import { assertValidDocument } from '../query/modifier.js';
-import { normalizeSelector } from '../query/selector.js';
+import { assertValidDocument, upsertDrawsId } from '../query/modifier.js';
+import { normalizeSelector, passedSelector } from '../query/selector.js';
 import { Cursor } from './cursor.js';
 import { getDefaultDatabase, type Database } from './database.js';
 import type { CollectionDriver, WriteOutcome } from '../data/driver.js';
@@ -60,12 +60,12 @@ export class Collection<T extends object = Document> {
     return this.resolved;
   }
 
-  find(selector?: Selector, options: FindOptions = {}): Cursor<T> {
-    return new Cursor<T>(this, normalizeSelector(selector), options);
+  find(...args: [selector?: Selector, options?: FindOptions]): Cursor<T> {
+    return new Cursor<T>(this, normalizeSelector(passedSelector(args)), args[1] ?? {});
   }
 
-  async findOneAsync(selector?: Selector, options: FindOptions = {}): Promise<T | undefined> {
-    const [doc] = await this.find(selector, { ...options, limit: 1 }).fetchAsync();
+  async findOneAsync(...args: [selector?: Selector, options?: FindOptions]): Promise<T | undefined> {
+    const [doc] = await this.find(passedSelector(args), { ...args[1], limit: 1 }).fetchAsync();
     return doc;
   }
 
@@ -121,9 +121,11 @@ export class Collection<T extends object = Document> {
     const normalized = normalizeSelector(selector);
     const scope = currentWriteScope();
     // The id an upsert would insert is drawn here, like Meteor, so a stub makes the same one.
-    const insertedId = options.upsert && !('_id' in normalized) ? this.newId(scope) : undefined;
+    const insertedId = options.upsert && upsertDrawsId(selector, normalized) ? this.newId(scope) : undefined;
+    // A falsy selector selects nothing (see normalizeSelector): an upsert inserts under the drawn id, as Meteor's does.
+    const target = !selector && insertedId !== undefined ? { _id: insertedId } : normalized;
     const result = await this.write(scope, (driver) =>
-      driver.update(normalized, clone(modifier), { multi: options.multi, upsert: options.upsert, insertedId }),
+      driver.update(target, clone(modifier), { multi: options.multi, upsert: options.upsert, insertedId }),
     );
     const out: UpsertResult = { numberAffected: result.numberAffected };
     if (result.insertedId !== undefined) out.insertedId = result.insertedId;

@@ -35,8 +35,18 @@ export interface PublicationDefinition<P extends Schemas = Schemas> {
   readonly params: P;
 }
 
+/**
+ * Trailing parameters that accept undefined (optional or defaulted schemas) may
+ * be left out, as the server's handler then gets undefined for them.
+ */
+type OptionalTail<T extends unknown[]> = T extends [...infer Head, infer Last]
+  ? undefined extends Last
+    ? [...OptionalTail<Head>, Last?]
+    : T
+  : T;
+
 /** What a caller passes: each schema's input. */
-export type ParamsIn<P extends Schemas> = { -readonly [K in keyof P]: StandardSchemaV1.InferInput<P[K]> };
+export type ParamsIn<P extends Schemas> = OptionalTail<{ -readonly [K in keyof P]: StandardSchemaV1.InferInput<P[K]> }>;
 /** What a handler receives: each schema's output (after defaults and transforms). */
 export type ParamsOut<P extends Schemas> = { -readonly [K in keyof P]: StandardSchemaV1.InferOutput<P[K]> };
 

@@ -179,6 +179,16 @@ function equalities(selector: Document, out: Document = {}): Document {
 }
 
 /**
+ * Whether an upsert draws the id it would insert under: when its selector
+ * names no `_id` (or is falsy), whether or not a document then matches, as
+ * Meteor does. A stub and the server must draw alike, or the inserts after it
+ * in the same method get different ids on each side.
+ */
+export function upsertDrawsId(selector: unknown, normalized: Document): boolean {
+  return !selector || !('_id' in normalized);
+}
+
+/**
  * The document an upsert inserts when nothing matched: the selector's
  * equality fields with the modifier applied (a replacement keeps only its own
  * fields). The `_id` comes from the selector, else from the modifier, else

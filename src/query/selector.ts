@@ -2,15 +2,25 @@
 import { mingoQuery } from './mingo.js';
 import type { Document, Selector } from './types.js';
 
-/** Turns Meteor's shorthand (`find(id)`, `find(undefined)`) into a selector object. */
+/**
+ * Turns Meteor's shorthand (`find(id)`) into a selector object. A falsy
+ * selector (`findOne(undefined)`, `removeAsync(null)`) selects nothing, as in
+ * Meteor: an id that is missing must not reach every document. `find()` with
+ * no selector at all selects everything: see {@link passedSelector}.
+ */
 export function normalizeSelector(selector: Selector | undefined | null): Document {
-  if (selector === undefined || selector === null) return {};
+  if (!selector) return { _id: { $in: [] } }; // selects nothing, on every driver
   if (typeof selector === 'string' || typeof selector === 'number') return { _id: selector };
   if (typeof selector !== 'object' || Array.isArray(selector)) {
     throw new TypeError(`Invalid selector: ${String(selector)}`);
   }
   if (typeof (selector as { toHexString?: unknown }).toHexString === 'function') return { _id: selector };
   return selector as Document;
+}
+
+/** The selector of `find(selector?, options?)` given its arguments: every document when there are none. */
+export function passedSelector<S>(args: readonly [selector?: S, ...rest: unknown[]]): S | Document | undefined {
+  return args.length === 0 ? {} : args[0];
 }
 
 export interface Matcher {

@@ -17,6 +17,7 @@ const addTask = defineMethod({
 });
 const rename = defineMethod({ name: 'rename', params: [v.string(), v.pipe(v.string(), v.minLength(3))], result: z.number() });
 const room = definePublication({ name: 'room', params: [z.string()] });
+const page = definePublication({ name: 'page', params: [z.string(), z.number().int().default(50), v.optional(v.boolean())] });
 
 export function server(): void {
   implement(addTask, function ({ text, done }) {
@@ -29,6 +30,12 @@ export function server(): void {
   implement(addTask, () => 42);
   // @ts-expect-error a parameter the definition does not have
   implement(rename, (id: string, name: string, extra: string) => extra.length);
+  implement(page, (name, limit, archived) => {
+    const sized: number = limit; // the handler gets the default, never undefined
+    // @ts-expect-error optional: it may be undefined
+    const flag: boolean = archived;
+    return [name, sized, flag];
+  });
   implement(room, function (name) {
     const named: string = name;
     this.ready();
@@ -51,6 +58,14 @@ export async function client(c: DDPClient): Promise<void> {
   await c.call(rename, 'a');
   // @ts-expect-error a string, not a number
   c.subscribe(room, 1);
+  // Trailing parameters that accept undefined (a default, optional) may be left out; the others may not.
+  c.subscribe(page, 'general');
+  c.subscribe(page, 'general', 100);
+  c.subscribe(page, 'general', undefined, true);
+  // @ts-expect-error the room is required
+  c.subscribe(page);
+  // @ts-expect-error an int, not a string
+  c.subscribe(page, 'general', '100');
   // Untyped calls stay as they were.
   const anything = await c.call<{ ok: boolean }>('legacy', 1, 2);
   void [id, size, wrong, anything.ok];
