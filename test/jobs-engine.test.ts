@@ -271,6 +271,26 @@ for (const target of perServer) {
       assert.deepEqual(ran.sort(), ['left:1', queuedId].sort());
     });
 
+    it('retries the scheduled run of a dead process once its no-overlap lock expires, rather than skipping it', async () => {
+      const p = await fresh();
+      const history = new RunHistory(opened.database);
+      const due = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000);
+      const id = `hourly@${due.toISOString()}`;
+      await history.runs.insertAsync({
+        _id: id, job: 'hourly', kind: 'scheduled', priority: 0, runAt: due, scheduledAt: due, status: 'running', attempts: 1, runner: 'killed', token: 1, startedAt: due, attemptLog: [], createdAt: due,
+      });
+      // The killed process's runner lease has lapsed, but the job's lock, renewed by its attempt on another timer, lasts a little longer.
+      const lock = p.leases.lease({ name: 'job:hourly', holder: `killed/${id}`, ttlMs: 800 });
+      assert.equal(await lock.acquire(), 1);
+      const ran: string[] = [];
+      await p.start(new Jobs(opened.database).schedule('hourly', '0 * * * *', (_d, ctx) => void ran.push(ctx.runId)), 'survivor');
+      let run: JobRun | undefined;
+      await eventually(async () => ['succeeded', 'failed', 'skipped'].includes((run = await history.runs.findOneAsync({ _id: id }))?.status ?? ''), 'the run to end', 8000);
+      assert.equal(run!.status, 'succeeded', JSON.stringify(run));
+      assert.deepEqual(run!.attemptLog.map((a) => [a.runner, a.outcome]), [['killed', 'lost'], ['survivor', 'succeeded']]);
+      assert.deepEqual(ran, [id]);
+    });
+
     it('shows schedules, next runs and recent runs on the stats page, and prunes old history', async () => {
       const p = await fresh();
       const jobs = new Jobs(opened.database).schedule('shown', '*/1 * * * * *', () => 'ok');

@@ -66,7 +66,9 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   // held by this attempt (not this process, which may be running another run of the job).
   const lock = job.overlap ? undefined : deps.leases({ name: `job:${job.name}`, holder: `${claimed.runner}/${run._id}`, ttlMs: deps.leaseTtlMs });
   if (lock && (await lock.acquire()) === undefined) {
-    if (run.kind === 'scheduled') {
+    // A due run finding an earlier run still going is skipped. A retry waits instead: the lock may be its own lost
+    // attempt's, which outlives that attempt's runner lease by up to a renewal interval (they are renewed apart).
+    if (run.kind === 'scheduled' && run.attempts === 1) {
       jobsMetrics.skipped.inc();
       log.info('run skipped: the previous run of this job is still running', { job: job.name, run: run._id });
       await history.finish(claimed, { status: 'skipped', startedAt, now: new Date(), error: 'the previous run of this job was still running' });
