@@ -65,7 +65,18 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   // A no-overlap job runs one run at a time across every process: its lock is a lease named after the job,
   // held by this attempt (not this process, which may be running another run of the job).
   const lock = job.overlap ? undefined : deps.leases({ name: `job:${job.name}`, holder: `${claimed.runner}/${run._id}`, ttlMs: deps.leaseTtlMs });
-  if (lock && (await lock.acquire()) === undefined) {
+  const later = () => new Date(Date.now() + Math.min(1000, deps.leaseTtlMs));
+  let locked: number | undefined;
+  try {
+    locked = await lock?.acquire();
+  } catch (thrown) {
+    // The lease store went away since this run was claimed (the runner lease's renewal says so in the log): back to the
+    // queue until it returns, rather than left running.
+    log.debug('run put back in the queue: its no-overlap lock cannot be checked', { job: job.name, run: run._id, error: describeError(thrown) });
+    await history.unclaim(claimed, later());
+    return;
+  }
+  if (lock && locked === undefined) {
     // A due run finding an earlier run still going is skipped. A retry waits instead: the lock may be its own lost
     // attempt's, which outlives that attempt's runner lease by up to a renewal interval (they are renewed apart).
     if (run.kind === 'scheduled' && run.attempts === 1) {
@@ -73,7 +84,7 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
       log.info('run skipped: the previous run of this job is still running', { job: job.name, run: run._id });
       await history.finish(claimed, { status: 'skipped', startedAt, now: new Date(), error: 'the previous run of this job was still running' });
     } else {
-      await history.unclaim(claimed, new Date(Date.now() + Math.min(1000, deps.leaseTtlMs)));
+      await history.unclaim(claimed, later());
     }
     return;
   }

@@ -9,6 +9,7 @@
  * record a result. It then starts over under a new name.
  */
 import type { Lease, LeaseFactory } from '../coordination/lease.js';
+import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
 
 export const RUNNER_LEASE_PREFIX = 'jobs-runner:';
@@ -18,9 +19,11 @@ export class RunnerLease {
   private current: { holder: string; token: number } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private incarnation = 0;
-  private renewing: Promise<void> = Promise.resolve();
+  /** The renewal under way: one at a time, or answers piled up during an outage would each start a new incarnation. */
+  private renewing: Promise<void> | undefined;
   /** When the lease was last confirmed ours (ms). */
   private confirmedAt = 0;
+  private readonly failures: FailureLog;
 
   constructor(
     private readonly leases: LeaseFactory,
@@ -29,7 +32,9 @@ export class RunnerLease {
     private readonly log: Logger,
     /** Called when the lease was lost: everything claimed under `holder` belongs to others now. */
     private readonly onLost: (holder: string) => void,
-  ) {}
+  ) {
+    this.failures = new FailureLog(log, 'runner lease renewal');
+  }
 
   /** This process's runner name and token now, or undefined while it holds no lease. */
   get held(): { holder: string; token: number } | undefined {
@@ -38,22 +43,19 @@ export class RunnerLease {
 
   async start(): Promise<void> {
     await this.take();
-    this.timer = setInterval(() => {
-      this.renewing = this.renew();
-    }, Math.max(10, Math.floor(this.ttlMs / 3)));
+    this.timer = setInterval(() => void this.renew(), Math.max(10, Math.floor(this.ttlMs / 3)));
     this.timer.unref();
   }
 
   /**
    * The lease, confirmed recently enough to claim runs under it. After a
    * stall (renewals overdue) it is checked first, so a process that wakes up
-   * does not claim runs under a token that was taken over while it slept.
+   * does not claim runs under a token that was taken over while it slept;
+   * while the lease store cannot confirm it, nothing is claimed.
    */
   async fresh(): Promise<{ holder: string; token: number } | undefined> {
-    if (this.current && Date.now() - this.confirmedAt <= this.ttlMs / 2) return this.current;
-    await this.renewing;
-    await (this.renewing = this.renew());
-    return this.current;
+    if (!this.confirmed()) await this.renew();
+    return this.confirmed() ? this.current : undefined;
   }
 
   async stop(): Promise<void> {
@@ -82,17 +84,26 @@ export class RunnerLease {
     this.confirmedAt = Date.now();
   }
 
-  private async renew(): Promise<void> {
+  private confirmed(): boolean {
+    return this.current !== undefined && Date.now() - this.confirmedAt <= this.ttlMs / 2;
+  }
+
+  private renew(): Promise<void> {
+    return (this.renewing ??= this.renewOnce().finally(() => (this.renewing = undefined)));
+  }
+
+  private async renewOnce(): Promise<void> {
     if (!this.lease) return;
     const before = this.current;
     let token: number | undefined;
     try {
       token = await this.lease.acquire();
     } catch (error) {
-      // The lease store is unreachable: keep going until the time to live says otherwise.
-      this.log.warn('could not renew the runner lease', { error: (error as Error).message });
+      // The lease store is unreachable: runs under way go on (nobody can take them over meanwhile), new ones wait.
+      this.failures.failed(error);
       return;
     }
+    this.failures.succeeded();
     if (before && token === before.token) {
       this.confirmedAt = Date.now();
       return;

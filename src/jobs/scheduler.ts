@@ -11,6 +11,7 @@
  * clock is ahead.
  */
 import type { LeaseFactory } from '../coordination/lease.js';
+import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
 import { runAttempt } from './attempt.js';
 import type { JobDefinition } from './definitions.js';
@@ -56,11 +57,16 @@ export class Scheduler {
   private sweeping: Promise<void> | undefined;
   private lastSweepTick = Date.now();
   private stopped = false;
+  /** A database or lease store that is down fails every poll and sweep: one line when it starts, one when it ends. */
+  private readonly queueFailures: FailureLog;
+  private readonly sweepFailures: FailureLog;
 
   constructor(
     private readonly definitions: ReadonlyMap<string, JobDefinition>,
     private readonly options: SchedulerOptions,
   ) {
+    this.queueFailures = new FailureLog(options.log, 'job queue read');
+    this.sweepFailures = new FailureLog(options.log, 'check for lost job runners');
     this.runner = new RunnerLease(options.leases, options.holder, options.leaseTtlMs, options.log, (holder) => this.lost(holder));
   }
 
@@ -115,7 +121,10 @@ export class Scheduler {
       return;
     }
     this.draining = this.drain()
-      .catch((error: Error) => this.options.log.warn('could not read the job queue', { error: error.message }))
+      .then(
+        () => this.queueFailures.succeeded(),
+        (error: unknown) => this.queueFailures.failed(error),
+      )
       .finally(() => {
         this.draining = undefined;
         if (this.drainAgain) {
@@ -252,7 +261,10 @@ export class Scheduler {
 
   private sweep(): Promise<void> {
     return (this.sweeping ??= this.sweepOnce()
-      .catch((error: Error) => this.options.log.warn('could not check for lost job runners', { error: error.message }))
+      .then(
+        () => this.sweepFailures.succeeded(),
+        (error: unknown) => this.sweepFailures.failed(error),
+      )
       .finally(() => (this.sweeping = undefined)));
   }
 

@@ -1,0 +1,102 @@
+/**
+ * The jobs engine with its leases in Redis, reached through a TCP relay that
+ * the test cuts off (a network outage: Redis keeps its data) and restores.
+ * While the leases cannot be confirmed nothing is claimed, no run is left
+ * `running` under a live runner, the runner keeps its name, and the log says
+ * so in a line or two rather than one per renewal.
+ */
+import assert from 'node:assert/strict';
+import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { serviceUrl } from '../scripts/services/control.js';
+import { RedisLease } from '../src/coordination/lease-redis.js';
+import { Random } from '../src/ddp/random.js';
+import { RunHistory } from '../src/jobs/history.js';
+import { Jobs } from '../src/jobs/jobs.js';
+import { createLogger, setLogSink } from '../src/log.js';
+import { redisClient } from '../src/redis-client.js';
+import { embeddedTarget } from './databases.js';
+import { eventually } from './processes.js';
+import { needsServices } from './skips.js';
+
+const redisUrl = await serviceUrl('redis');
+
+/** A TCP relay to `port` that can be cut off: its connections are dropped and new ones refused until it is restored. */
+async function cuttableRelay(port: number): Promise<{ url: string; cut(): Promise<void>; restore(): Promise<void>; close(): Promise<void> }> {
+  const open = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(port, '127.0.0.1');
+    for (const [a, b] of [[client, upstream], [upstream, client]] as const) {
+      open.add(a);
+      a.pipe(b);
+      a.on('error', () => b.destroy());
+      a.on('close', () => {
+        open.delete(a);
+        b.destroy();
+      });
+    }
+  });
+  const listen = (at: number) => new Promise<void>((resolve) => server.listen(at, '127.0.0.1', resolve));
+  const cut = () => {
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const socket of open) socket.destroy();
+    return closed;
+  };
+  await listen(0);
+  const own = (server.address() as AddressInfo).port;
+  return { url: `redis://127.0.0.1:${own}`, cut, restore: () => listen(own), close: () => (server.listening ? cut() : Promise.resolve()) };
+}
+
+describe('jobs while their Redis leases are cut off', { skip: needsServices({ redis: redisUrl }) }, () => {
+  const lines: string[] = [];
+  before(() => setLogSink((line) => lines.push(line)));
+  after(() => setLogSink((line) => process.stderr.write(line + '\n')));
+
+  it('leaves no run stuck running, claims nothing it cannot lock, and logs an outage in a line or two', async () => {
+    const relay = await cuttableRelay(Number(new URL(redisUrl!).port));
+    const opened = await embeddedTarget().open();
+    // As `perseid start` makes the leases' client.
+    const redis = redisClient(relay.url, { maxRetriesPerRequest: 2 }, createLogger('leases'));
+    const prefix = `perseid-test:${Random.id(6)}:`;
+    const jobs = new Jobs(opened.database).schedule('tick', 200, () => sleep(50));
+    const history = new RunHistory(opened.database);
+    const ttlMs = 3000;
+    /** Cuts Redis off for `ms`; resolves with the warnings of the jobs engine meanwhile, once every run due before it came back has ended. */
+    const outage = async (ms: number) => {
+      await relay.cut();
+      const cutAt = Date.now();
+      await sleep(ms);
+      const warned = lines.filter((l) => / WARN {2}\[jobs\]/.test(l) && Date.parse(l.slice(0, 24)) >= cutAt);
+      await relay.restore();
+      const restoredAt = Date.now();
+      const left = async () => (await history.runs.find({ scheduledAt: { $lt: new Date(restoredAt) }, status: { $in: ['queued', 'running'] } }).fetchAsync()).map((r) => `${r._id} ${r.status}`);
+      await eventually(async () => (await left()).length === 0, 'every run due during the outage to end', 8000).catch(async (error: Error) => {
+        throw new Error(`${error.message}; left: ${(await left()).join(', ')}`);
+      });
+      // Claims stop once the lease has gone unconfirmed for half its time to live.
+      const started = await history.runs.find({ 'attemptLog.startedAt': { $gte: new Date(cutAt + ttlMs / 2 + 100), $lt: new Date(restoredAt) } }).fetchAsync();
+      assert.deepEqual(started.map((r) => r._id), [], 'runs started while the lease could not be renewed');
+      return warned;
+    };
+    try {
+      await jobs.start({ database: opened.database, leases: (o) => new RedisLease(redis, o, prefix), holder: 'a', leaseTtlMs: ttlMs, pollMs: 50 });
+      await eventually(async () => (await history.runs.find({ status: 'succeeded' }).countAsync()) > 0, 'a first run');
+
+      // Shorter than the lease: it is still ours when Redis returns.
+      const short = await outage(1200);
+      assert.equal(jobs.runner, 'a', 'the runner took itself for taken over');
+      assert.ok(short.length <= 2, `a short outage took ${short.length} warnings:\n${short.join('\n')}`);
+
+      // Longer than the lease: it expired meanwhile, so the runner cannot know it was not taken over, and starts over once.
+      await outage(ttlMs + 500);
+      await eventually(() => jobs.runner === 'a.1', 'the runner to start over under its next name', 5000).catch(() => assert.fail(`runner ${jobs.runner}, expected a.1`));
+      assert.equal(lines.filter((l) => /the runner lease was taken over/.test(l)).length, 1);
+    } finally {
+      await jobs.stop();
+      redis.disconnect();
+      await relay.close();
+      await opened.cleanup();
+    }
+  });
+});
