@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
@@ -273,10 +274,13 @@ describe('a cluster of servers', { skip }, () => {
 
       await privateRedis.stop();
       for (let i = 0; i < 10; i++) ids.push(await writer!.call<string>('addItem', 100 + i, 'while Redis is down'));
+      // Long enough for the relay's check (every 3 s) to fail twice: the log says so once.
+      await sleep(6500);
       await privateRedis.restart();
       await eventually(() => ids.every((id) => reader!.collection<Item>('items').fetch().some((item) => item.id === id)), 'every item after Redis returns', 15000);
       assert.match(a.log(), /redis connection lost/);
       assert.match(a.log(), /fan-out bus reconnected/);
+      for (const server of [a, b]) assert.ok((server.log().match(/relay check failed/g) ?? []).length <= 1, server.log());
     } finally {
       await clients.closeAll();
       await Promise.all([a.stop(), b.stop()]);
