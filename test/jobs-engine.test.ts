@@ -196,6 +196,18 @@ for (const target of perServer) {
       assert.ok(runs.filter((r) => r.status === 'succeeded').length >= 2);
     });
 
+    it('records a run whose result is too large to keep as succeeded, without the result', async () => {
+      const p = await fresh();
+      const jobs = new Jobs(opened.database)
+        .define('huge', () => 'x'.repeat(2 * 1024 * 1024), { retries: 0 })
+        .define('small', () => ({ rows: 3 }));
+      await p.start(jobs, 'a');
+      const [huge, small] = [await jobs.enqueue('huge'), await jobs.enqueue('small')];
+      const run = await settledRun(opened.database, huge);
+      assert.deepEqual([run.status, run.attempts, typeof run.result], ['succeeded', 1, 'undefined']);
+      assert.deepEqual((await settledRun(opened.database, small)).result, { rows: 3 });
+    });
+
     it('runs higher priorities first', async () => {
       const p = await fresh();
       const order: string[] = [];

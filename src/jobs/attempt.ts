@@ -120,7 +120,11 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   let status: 'succeeded' | 'failed' | 'retrying';
   if (error === undefined) {
     status = 'succeeded';
-    committed = await history.finish(claimed, { status, startedAt, now, result: storable(result) });
+    const kept = storable(result);
+    if (kept.tooLarge !== undefined) {
+      log.warn('run succeeded; its result is not kept in the history (too large)', { job: job.name, run: run._id, bytes: kept.tooLarge, limit: MAX_RESULT_BYTES });
+    }
+    committed = await history.finish(claimed, { status, startedAt, now, result: kept.value });
   } else if (run.attempts < job.retries + 1) {
     status = 'retrying';
     const runAt = new Date(now.getTime() + job.retryDelayMs * 2 ** (run.attempts - 1));
@@ -141,13 +145,26 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   else log.warn(status === 'retrying' ? 'run failed; it will be retried' : 'run failed', { job: job.name, run: run._id, attempt: run.attempts, error });
 }
 
-/** What a history record can keep of a job's return value: plain data, not functions or class instances the store cannot hold. */
-function storable(value: unknown): unknown {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'object') return typeof value === 'function' || typeof value === 'symbol' ? undefined : value;
+/**
+ * Largest result a history record keeps, as JSON: far below MongoDB's 16 MiB per document (a record over it cannot be
+ * written, which left the run `running` for good), and small enough for the stats page and `jobs.runs()` to read.
+ */
+const MAX_RESULT_BYTES = 1024 * 1024;
+
+/**
+ * What a history record can keep of a job's return value: plain data, not functions or class instances the store
+ * cannot hold, of at most MAX_RESULT_BYTES as JSON (else nothing, and its size).
+ */
+function storable(value: unknown): { value?: unknown; tooLarge?: number } {
+  if (value === undefined || value === null || typeof value === 'function' || typeof value === 'symbol') return {};
+  let json: string | undefined;
   try {
-    return JSON.parse(JSON.stringify(value)) as unknown;
+    json = typeof value === 'string' ? value : JSON.stringify(value);
   } catch {
-    return undefined;
+    return {};
   }
+  if (json === undefined) return {};
+  const bytes = Buffer.byteLength(json);
+  if (bytes > MAX_RESULT_BYTES) return { tooLarge: bytes };
+  return { value: typeof value === 'object' ? (JSON.parse(json) as unknown) : value };
 }
