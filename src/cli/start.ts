@@ -272,10 +272,11 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     // As a single server stops: jobs stop alongside (running attempts may finish), then the database closes.
     let stopJobs = async () => undefined as void;
     const after = () => database.close().then(closeFanout);
-    await serveAsWorker(server, (windowMs) => exitAfter(log, () => Promise.all([server.drain(windowMs), stopJobs()]).then(after)));
+    await serveAsWorker(server, {
+      drain: (windowMs) => exitAfter(log, () => Promise.all([server.drain(windowMs), stopJobs()]).then(after)),
+      close: () => exitAfter(log, () => Promise.all([server.close(), stopJobs()]).then(after)),
+    });
     stopJobs = await startJobs(server, database, jobs, env, id, log);
-    // The primary's last resort for a worker slow to drain.
-    process.once('SIGTERM', () => exitAfter(log, () => Promise.all([server.close(), stopJobs()]).then(after)));
     return server;
   }
 

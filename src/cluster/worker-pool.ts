@@ -97,7 +97,7 @@ export class WorkerPool {
     for (const worker of this.workers.values()) worker.send(message);
   }
 
-  /** Stops every worker: lets them exit by themselves for `graceMs` (a drain), then SIGTERM, then SIGKILL. */
+  /** Stops every worker: lets them exit by themselves for `graceMs` (a drain), then tells them to close, then SIGKILL. */
   async stop(graceMs = 0): Promise<void> {
     this.stopping = true;
     clearInterval(this.sweep);
@@ -107,7 +107,7 @@ export class WorkerPool {
           new Promise<void>((resolve) => {
             if (w.process.exitCode !== null || w.process.signalCode !== null) return resolve();
             w.process.once('exit', () => resolve());
-            const term = setTimeout(() => w.process.kill('SIGTERM'), graceMs);
+            const term = setTimeout(() => w.send({ type: 'close' }), graceMs);
             const kill = setTimeout(() => w.process.kill('SIGKILL'), graceMs + 10000);
             w.process.once('exit', () => {
               clearTimeout(term);
