@@ -5,11 +5,12 @@
  * backoff). A runner whose lease was taken over meanwhile is refused at that
  * write, and says so.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { LeaseFactory } from '../coordination/lease.js';
 import type { Logger } from '../log.js';
 import type { JobDefinition } from './definitions.js';
 import { timedOut } from './errors.js';
-import type { Claimed, RunHistory } from './history.js';
+import type { Claimed, JobRun, RunHistory } from './history.js';
 import { jobsMetrics, recordFinished } from './jobs-metrics.js';
 
 export interface JobContext {
@@ -40,7 +41,12 @@ export interface AttemptDeps {
   log: Logger;
   /** Aborts every attempt claimed under a runner name when that runner's lease is lost. */
   register(holder: string, controller: AbortController): () => void;
+  /** Aborted when the process stops: a run whose end could not be written by then is left to another process's sweep. */
+  closing: AbortSignal;
 }
+
+/** How often the end of a run is written again while the database refuses it. */
+const RECORD_RETRY_MS = 1000;
 
 /** Why an attempt's signal was aborted, when it was not the job's own doing. */
 class Abort extends Error {}
@@ -62,6 +68,27 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   const { run } = claimed;
   const { history, log } = deps;
   const startedAt = new Date();
+  const landed = (record: JobRun | undefined) =>
+    record?.attemptLog.some((a) => a.runner === claimed.runner && a.outcome !== 'lost' && new Date(a.startedAt).getTime() === startedAt.getTime()) ?? false;
+  // A run left `running` under a live runner is never taken over: the write that ends it is tried until the database
+  // takes it (a failover, an outage), or until this process stops and gives its runner lease up.
+  const recorded = async (write: () => Promise<boolean>): Promise<boolean> => {
+    for (let failures = 0; ; failures++) {
+      try {
+        if (failures === 0) return await write();
+        // A write that failed may have landed all the same (the answer was lost): then this one is refused, as a
+        // runner taken over would be; the attempt's entry in the run's log tells them apart.
+        const done = (await write()) || landed(await history.runs.findOneAsync({ _id: run._id }));
+        log.info('recorded the end of a run once the database answered', { job: job.name, run: run._id, tries: failures + 1 });
+        return done;
+      } catch (error) {
+        if (failures === 0) log.warn('could not record the end of a run; trying again until the database answers', { job: job.name, run: run._id, error: describeError(error) });
+        if (deps.closing.aborted) throw error;
+        await sleep(RECORD_RETRY_MS, undefined, { signal: deps.closing }).catch(() => undefined);
+        if (deps.closing.aborted) throw error;
+      }
+    }
+  };
   // A no-overlap job runs one run at a time across every process: its lock is a lease named after the job,
   // held by this attempt (not this process, which may be running another run of the job).
   const lock = job.overlap ? undefined : deps.leases({ name: `job:${job.name}`, holder: `${claimed.runner}/${run._id}`, ttlMs: deps.leaseTtlMs });
@@ -73,7 +100,7 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
     // The lease store went away since this run was claimed (the runner lease's renewal says so in the log): back to the
     // queue until it returns, rather than left running.
     log.debug('run put back in the queue: its no-overlap lock cannot be checked', { job: job.name, run: run._id, error: describeError(thrown) });
-    await history.unclaim(claimed, later());
+    await recorded(() => history.unclaim(claimed, later()));
     return;
   }
   if (lock && locked === undefined) {
@@ -82,9 +109,9 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
     if (run.kind === 'scheduled' && run.attempts === 1) {
       jobsMetrics.skipped.inc();
       log.info('run skipped: the previous run of this job is still running', { job: job.name, run: run._id });
-      await history.finish(claimed, { status: 'skipped', startedAt, now: new Date(), error: 'the previous run of this job was still running' });
+      await recorded(() => history.finish(claimed, { status: 'skipped', startedAt, now: new Date(), error: 'the previous run of this job was still running' }));
     } else {
-      await history.unclaim(claimed, later());
+      await recorded(() => history.unclaim(claimed, later()));
     }
     return;
   }
@@ -124,14 +151,14 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
     if (kept.tooLarge !== undefined) {
       log.warn('run succeeded; its result is not kept in the history (too large)', { job: job.name, run: run._id, bytes: kept.tooLarge, limit: MAX_RESULT_BYTES });
     }
-    committed = await history.finish(claimed, { status, startedAt, now, result: kept.value });
+    committed = await recorded(() => history.finish(claimed, { status: 'succeeded', startedAt, now, result: kept.value }));
   } else if (run.attempts < job.retries + 1) {
     status = 'retrying';
-    const runAt = new Date(now.getTime() + job.retryDelayMs * 2 ** (run.attempts - 1));
-    committed = await history.retry(claimed, { startedAt, now, error, runAt });
+    const retry = { startedAt, now, error, runAt: new Date(now.getTime() + job.retryDelayMs * 2 ** (run.attempts - 1)) };
+    committed = await recorded(() => history.retry(claimed, retry));
   } else {
     status = 'failed';
-    committed = await history.finish(claimed, { status, startedAt, now, error });
+    committed = await recorded(() => history.finish(claimed, { status: 'failed', startedAt, now, error }));
   }
   await lock?.release().catch(() => undefined);
   const durationMs = now.getTime() - startedAt.getTime();

@@ -57,6 +57,8 @@ export class Scheduler {
   private sweeping: Promise<void> | undefined;
   private lastSweepTick = Date.now();
   private stopped = false;
+  /** Aborted once `stop` has waited its grace: attempts still writing their end give up. */
+  private readonly closing = new AbortController();
   /** A database or lease store that is down fails every poll and sweep: one line when it starts, one when it ends. */
   private readonly queueFailures: FailureLog;
   private readonly sweepFailures: FailureLog;
@@ -151,6 +153,7 @@ export class Scheduler {
       await Promise.race([Promise.all(this.active), late]);
       clearTimeout(timer);
       for (const set of this.controllers.values()) for (const c of set) c.abort(new Error('the process is stopping'));
+      this.closing.abort();
       await Promise.all(this.active);
     }
     await this.runner.stop();
@@ -231,6 +234,7 @@ export class Scheduler {
           leaseTtlMs: this.options.leaseTtlMs,
           log: this.options.log,
           register: (holder, controller) => this.track(holder, controller),
+          closing: this.closing.signal,
         })
           .catch((error: Error) => this.options.log.error('a job attempt could not be recorded', { job: run.job, run: run._id, error: error.message }))
           .finally(() => {

@@ -1,9 +1,10 @@
 /**
- * The jobs engine with its leases in Redis, reached through a TCP relay that
- * the test cuts off (a network outage: Redis keeps its data) and restores.
- * While the leases cannot be confirmed nothing is claimed, no run is left
- * `running` under a live runner, the runner keeps its name, and the log says
- * so in a line or two rather than one per renewal.
+ * The jobs engine while what it depends on is cut off by a TCP relay (a
+ * network outage: the service keeps its data) and comes back. Redis, holding
+ * the leases: nothing is claimed while they cannot be confirmed, no run is
+ * left `running` under a live runner, the runner keeps its name, and the log
+ * says so in a line or two rather than one per renewal. The database, while a
+ * run finishes: its end is written once the database answers again.
  */
 import assert from 'node:assert/strict';
 import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
@@ -16,14 +17,16 @@ import { RunHistory } from '../src/jobs/history.js';
 import { Jobs } from '../src/jobs/jobs.js';
 import { createLogger, setLogSink } from '../src/log.js';
 import { redisClient } from '../src/redis-client.js';
-import { embeddedTarget } from './databases.js';
+import { openDatabase } from '../src/collections/database.js';
+import { MemoryLeases } from '../src/coordination/lease-memory.js';
+import { embeddedTarget, freshDatabase } from './databases.js';
 import { eventually } from './processes.js';
 import { needsServices } from './skips.js';
 
 const redisUrl = await serviceUrl('redis');
 
 /** A TCP relay to `port` that can be cut off: its connections are dropped and new ones refused until it is restored. */
-async function cuttableRelay(port: number): Promise<{ url: string; cut(): Promise<void>; restore(): Promise<void>; close(): Promise<void> }> {
+async function cuttableRelay(port: number): Promise<{ port: number; cut(): Promise<void>; restore(): Promise<void>; close(): Promise<void> }> {
   const open = new Set<Socket>();
   const server = createServer((client) => {
     const upstream = connect(port, '127.0.0.1');
@@ -45,19 +48,23 @@ async function cuttableRelay(port: number): Promise<{ url: string; cut(): Promis
   };
   await listen(0);
   const own = (server.address() as AddressInfo).port;
-  return { url: `redis://127.0.0.1:${own}`, cut, restore: () => listen(own), close: () => (server.listening ? cut() : Promise.resolve()) };
+  return { port: own, cut, restore: () => (server.listening ? Promise.resolve() : listen(own)), close: () => (server.listening ? cut() : Promise.resolve()) };
+}
+
+const lines: string[] = [];
+/** Keeps the log lines of a suite's tests in `lines`. */
+function captureLog(): void {
+  before(() => setLogSink((line) => lines.push(line)));
+  after(() => setLogSink((line) => process.stderr.write(line + '\n')));
 }
 
 describe('jobs while their Redis leases are cut off', { skip: needsServices({ redis: redisUrl }) }, () => {
-  const lines: string[] = [];
-  before(() => setLogSink((line) => lines.push(line)));
-  after(() => setLogSink((line) => process.stderr.write(line + '\n')));
-
+  captureLog();
   it('leaves no run stuck running, claims nothing it cannot lock, and logs an outage in a line or two', async () => {
     const relay = await cuttableRelay(Number(new URL(redisUrl!).port));
     const opened = await embeddedTarget().open();
     // As `perseid start` makes the leases' client.
-    const redis = redisClient(relay.url, { maxRetriesPerRequest: 2 }, createLogger('leases'));
+    const redis = redisClient(`redis://127.0.0.1:${relay.port}`, { maxRetriesPerRequest: 2 }, createLogger('leases'));
     const prefix = `perseid-test:${Random.id(6)}:`;
     const jobs = new Jobs(opened.database).schedule('tick', 200, () => sleep(50));
     const history = new RunHistory(opened.database);
@@ -97,6 +104,49 @@ describe('jobs while their Redis leases are cut off', { skip: needsServices({ re
       redis.disconnect();
       await relay.close();
       await opened.cleanup();
+    }
+  });
+});
+
+const mongo = await serviceUrl('mongo-java-server');
+
+describe('jobs while their database is cut off', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  captureLog();
+  it('records the end of a run that finished during the outage once the database answers', async () => {
+    const relay = await cuttableRelay(Number(new URL(mongo!).port));
+    // Dropped directly, not through the relay.
+    const { url, drop } = freshDatabase(mongo!);
+    const through = new URL(url);
+    through.port = String(relay.port);
+    const database = await openDatabase({ mongoUrl: through.href, changeSource: 'poll', operationTimeoutMs: 1000 });
+    let finish!: () => void;
+    const finishing = new Promise<void>((resolve) => (finish = resolve));
+    const jobs = new Jobs(database).define('report', async () => {
+      await finishing;
+      return 'done';
+    });
+    const table = new MemoryLeases();
+    try {
+      await jobs.start({ database, leases: (o) => table.lease(o), holder: 'a', leaseTtlMs: 3000, pollMs: 50 });
+      const id = await jobs.enqueue('report');
+      const run = () => jobs.run(id);
+      await eventually(async () => (await run())?.status === 'running', 'the run to start');
+      await relay.cut();
+      finish();
+      await sleep(2000);
+      await relay.restore();
+      await eventually(async () => (await run().catch(() => undefined))?.status === 'succeeded', 'the run to be recorded as succeeded', 15000).catch(async (error: Error) => {
+        throw new Error(`${error.message}; it is ${JSON.stringify(await run())}`);
+      });
+      const done = (await run())!;
+      assert.deepEqual([done.attempts, done.result, done.attemptLog.map((a) => a.outcome)], [1, 'done', ['succeeded']]);
+      assert.ok(lines.some((l) => /could not record the end of a run; trying again/.test(l)), 'the outage was not logged');
+      assert.ok(!lines.some((l) => /result refused/.test(l)), 'a write that landed before the outage was taken for a takeover');
+    } finally {
+      await jobs.stop();
+      await database.close();
+      await relay.close();
+      await drop();
     }
   });
 });
