@@ -289,6 +289,37 @@ describe('a cluster of servers', { skip }, () => {
     }
   });
 
+  it('delivers writes made while the connection a server publishes on was reconnecting to Redis', async () => {
+    // A private Redis: CLIENT KILL must not touch the other suites' connections.
+    const privateRedis = await startService('redis');
+    const database = freshDatabase(mongo!);
+    // No relay: its echo of each write from the database would cover a lost message, when its own publishing is not cut too.
+    const env = { MONGO_URL: database.url, REDIS_URL: privateRedis.url, PERSEID_FANOUT: 'redis', PERSEID_RELAY: 'off' };
+    const [a, b] = await Promise.all([startPerseid(APP, ['--port', '0'], env), startPerseid(APP, ['--port', '0'], env)]);
+    const clients = new Clients();
+    const admin = new Redis(privateRedis.url);
+    try {
+      const [reader] = await clients.open(a.url, 1);
+      const [writer] = await clients.open(b.url, 1);
+      await reader!.subscribe('items').ready();
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        // Drops the servers' command connections (the one that publishes among them), not their subscriptions: the
+        // pub/sub connections stay up, so no server sees an outage of the bus.
+        await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+        ids.push(await writer!.call<string>('addItem', i, 'while the publisher reconnects'));
+      }
+      const missing = () => ids.filter((id) => !reader!.collection<Item>('items').fetch().some((item) => item.id === id));
+      await eventually(() => missing().length === 0, 'every item on the other server', 8000).catch((error: Error) => assert.fail(`${error.message}: missing ${missing().length} of ${ids.length}`));
+    } finally {
+      admin.disconnect();
+      await clients.closeAll();
+      await Promise.all([a.stop(), b.stop()]);
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
   it('drains on SIGTERM: clients move to the other server with nothing but a reconnect', async () => {
     const database = freshDatabase(mongo!);
     const env = { MONGO_URL: database.url, REDIS_URL: redis! };
