@@ -63,7 +63,7 @@ function describeError(error: unknown): string {
   return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
 }
 
-/** Runs `claimed` to its end; never throws (every outcome goes to the history and the log). */
+/** Runs `claimed` to its end (every outcome goes to the history and the log); throws only when the process stops before the end could be written. */
 export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: AttemptDeps): Promise<void> {
   const { run } = claimed;
   const { history, log } = deps;
