@@ -196,16 +196,23 @@ for (const target of perServer) {
       assert.ok(runs.filter((r) => r.status === 'succeeded').length >= 2);
     });
 
-    it('records a run whose result is too large to keep as succeeded, without the result', async () => {
+    it('records a run whose result is too large to keep as succeeded, without the result, and a huge error cut short', async () => {
       const p = await fresh();
       const jobs = new Jobs(opened.database)
         .define('huge', () => 'x'.repeat(2 * 1024 * 1024), { retries: 0 })
-        .define('small', () => ({ rows: 3 }));
+        .define('small', () => ({ rows: 3 }))
+        .define('verbose', () => {
+          throw new Error('y'.repeat(20 * 1024 * 1024));
+        }, { retries: 0 });
       await p.start(jobs, 'a');
-      const [huge, small] = [await jobs.enqueue('huge'), await jobs.enqueue('small')];
+      const [huge, small, verbose] = [await jobs.enqueue('huge'), await jobs.enqueue('small'), await jobs.enqueue('verbose')];
       const run = await settledRun(opened.database, huge);
       assert.deepEqual([run.status, run.attempts, typeof run.result], ['succeeded', 1, 'undefined']);
       assert.deepEqual((await settledRun(opened.database, small)).result, { rows: 3 });
+      const failed = await settledRun(opened.database, verbose);
+      assert.equal(failed.status, 'failed');
+      assert.ok(failed.error!.length < 5000 && failed.attemptLog[0]!.error!.length < 5000, `an error of ${failed.error!.length} characters kept`);
+      assert.match(failed.error!, /^y+\.\.\. \(\d+ more characters\)$/);
     });
 
     it('runs higher priorities first', async () => {

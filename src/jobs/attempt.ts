@@ -58,9 +58,12 @@ function abortedBy(signal: AbortSignal): Promise<never> {
   });
 }
 
+/** Longest error a run's record keeps (each attempt's too): a record must stay far below MongoDB's 16 MiB per document. */
+const MAX_ERROR_CHARS = 4000;
+
 function describeError(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name;
-  return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+  const text = error instanceof Error ? error.message || error.name : typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
+  return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (${text.length - MAX_ERROR_CHARS} more characters)`;
 }
 
 /** Runs `claimed` to its end (every outcome goes to the history and the log); throws only when the process stops before the end could be written. */
