@@ -269,6 +269,20 @@ for (const target of perServer) {
       assert.equal(after!.attemptLog.length, 2);
     });
 
+    it('goes on with a job that blocked the event loop past its lease when no other process took the lease meanwhile', async () => {
+      const p = await fresh();
+      const jobs = new Jobs(opened.database).define('blocking', async (_data, { signal }) => {
+        const until = Date.now() + 700;
+        while (Date.now() < until); // longer than the lease: its renewals could not run
+        await sleep(200, undefined, { signal });
+        return 'done';
+      });
+      await p.start(jobs, 'a', { leaseTtlMs: 500 });
+      const run = await settledRun(opened.database, await jobs.enqueue('blocking'));
+      assert.deepEqual([run.status, run.attempts, run.result, run.error], ['succeeded', 1, 'done', undefined]);
+      assert.equal(jobs.runner, 'a');
+    });
+
     it('retries runs left running by a process that died, and runs what was queued before a restart', async () => {
       const p = await fresh();
       const history = new RunHistory(opened.database);

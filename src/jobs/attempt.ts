@@ -12,6 +12,7 @@ import type { JobDefinition } from './definitions.js';
 import { timedOut } from './errors.js';
 import type { Claimed, JobRun, RunHistory } from './history.js';
 import { jobsMetrics, recordFinished } from './jobs-metrics.js';
+import { renewalInterval } from './runner-lease.js';
 
 export interface JobContext {
   /** The job's name. */
@@ -122,7 +123,7 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   const unregister = deps.register(claimed.runner, controller);
   const timeout = setTimeout(() => controller.abort(new Abort(timedOut(job.timeoutMs))), job.timeoutMs);
   // The lock is renewed like any lease while the run lasts.
-  const renewLock = lock && setInterval(() => void lock.acquire().catch(() => undefined), Math.max(10, Math.floor(deps.leaseTtlMs / 3)));
+  const renewLock = lock && setInterval(() => void lock.acquire().catch(() => undefined), renewalInterval(deps.leaseTtlMs));
   jobsMetrics.started.inc();
   jobsMetrics.running.inc();
   let result: unknown;

@@ -1,6 +1,6 @@
 /**
  * A jobs process's lease on itself: `jobs-runner:<holder>`, held for as long
- * as the process runs jobs and renewed every third of its time to live. Its
+ * as the process runs jobs and renewed every tenth of its time to live. Its
  * fencing token goes into every run the process claims, and every write that
  * ends a run is conditional on it. When the process dies or stalls past the
  * time to live, another process takes this lease over (the token grows) and
@@ -13,6 +13,14 @@ import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
 
 export const RUNNER_LEASE_PREFIX = 'jobs-runner:';
+
+/**
+ * How often a lease of `ttlMs` is renewed. A lease lapses when the event loop is blocked for longer than its time to
+ * live less the time since its last renewal: renewing often keeps a block of up to 9/10 of the time to live safe.
+ */
+export function renewalInterval(ttlMs: number): number {
+  return Math.max(10, Math.floor(ttlMs / 10));
+}
 
 export class RunnerLease {
   private lease: Lease | undefined;
@@ -43,7 +51,7 @@ export class RunnerLease {
 
   async start(): Promise<void> {
     await this.take();
-    this.timer = setInterval(() => void this.renew(), Math.max(10, Math.floor(this.ttlMs / 3)));
+    this.timer = setInterval(() => void this.renew(), renewalInterval(this.ttlMs));
     this.timer.unref();
   }
 
@@ -105,6 +113,14 @@ export class RunnerLease {
     }
     this.failures.succeeded();
     if (before && token === before.token) {
+      this.confirmedAt = Date.now();
+      return;
+    }
+    // The next token: the lease lapsed (this process was stalled) and was taken again by nobody but this process (every
+    // change of holder hands out the next one), so nothing it runs was taken over. It goes on under the new token.
+    if (before && token === before.token + 1) {
+      this.log.warn('the runner lease lapsed while this process was stalled; no other process took it, so its runs go on', { holder: before.holder });
+      this.current = { holder: before.holder, token };
       this.confirmedAt = Date.now();
       return;
     }
