@@ -98,9 +98,9 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
 });
 
 describe('perseid start --workers 2, signalled as a service manager does it: every process of the machine at once', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
-  // systemd signals every process of a service's cgroup, a terminal's Ctrl-C every process of its group: the workers
-  // get the signal as their primary does, and must leave the stopping to it.
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  // systemd signals every process of a service's cgroup, a terminal every process of its group (Ctrl-C, or SIGHUP when
+  // it closes): the workers get the signal as their primary does, and must leave the stopping to it.
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
     it(`${signal === 'SIGTERM' ? 'drains over the window' : 'stops at once'}, each worker stopping cleanly, on ${signal}`, async () => {
       const database = freshDatabase(mongo!);
       const primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '1500'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
@@ -135,10 +135,10 @@ describe('perseid start --workers 2, signalled as a service manager does it: eve
 });
 
 describe('perseid start on MongoDB, one process', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
-  it('says it stopped, last, on SIGTERM and on SIGINT', async () => {
+  it('says it stopped, last, on SIGTERM, SIGINT and SIGHUP', async () => {
     const database = freshDatabase(mongo!);
     try {
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
         const server = await startPerseid('dist/test/fixtures/cluster-app.js', ['--port', '0', '--drain-ms', '200'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
         assert.equal(await server.stop(signal), 0, server.log());
         assert.match(server.log().trim().split('\n').at(-1)!, / INFO {2}\[perseid\] stopped ms=\d+$/, server.log());

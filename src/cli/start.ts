@@ -81,7 +81,7 @@ export const startCommand: CommandSpec = {
     '  }',
     '',
     'With MONGO_URL set, collections live in MongoDB instead of the embedded store.',
-    'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) stops at once; SIGUSR2 stops at once telling clients to come back (perseid dev restarts it so).',
+    'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) and SIGHUP stop at once; SIGUSR2 stops at once telling clients to come back (perseid dev restarts it so).',
     'The operational endpoints (/metrics, /perseid/dashboard, /perseid/apm, /perseid/advice, /perseid/capacity, /perseid/stats)',
     'answer loopback only, or, with PERSEID_ADMIN_TOKEN set, only requests sending it as Authorization: Bearer <token>.',
     'PERSEID_APM=off turns the APM\'s recording off.',
@@ -204,8 +204,9 @@ function exitAfter(log: Logger, work: () => Promise<unknown>): void {
 
 /**
  * SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C,
- * stops now; SIGUSR2 (perseid dev's restart) stops now telling clients the
- * server is back in a moment; a second signal exits.
+ * and SIGHUP, their terminal closing, stop now; SIGUSR2 (perseid dev's
+ * restart) stops now telling clients the server is back in a moment; a second
+ * signal exits.
  */
 function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>, restart: () => Promise<void> = stop): void {
   let stopping = false;
@@ -219,6 +220,7 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
     exitAfter(log, work);
   };
   process.once('SIGINT', () => handle('SIGINT', stop));
+  process.once('SIGHUP', () => handle('SIGHUP', stop));
   process.once('SIGTERM', () => handle('SIGTERM', drain));
   process.once('SIGUSR2', () => handle('SIGUSR2', restart));
 }

@@ -64,9 +64,9 @@ export async function serveAsWorker(server: PerseidServer, stops: WorkerStops): 
       stops.close();
     }
   });
-  // Stopping is the primary's to order: a signal sent to every process of the machine (a terminal's Ctrl-C, systemd
-  // stopping a service) reaches it too, and a worker that stopped by itself would cut its clients off mid-drain.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => undefined);
+  // Stopping is the primary's to order: a signal sent to every process of the machine (a terminal's Ctrl-C or hang-up,
+  // systemd stopping a service) reaches it too, and a worker that stopped by itself would cut its clients off mid-drain.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => undefined);
   // Without its primary nobody can reach this worker: leave.
   process.on('disconnect', () => process.exit(0));
   toPrimary({ type: 'ready', httpPort: port, publicDir: server.publicDir });
