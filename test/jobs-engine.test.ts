@@ -283,6 +283,23 @@ for (const target of perServer) {
       assert.equal(jobs.runner, 'a');
     });
 
+    it('gives a run cut short by its process stopping back to the queue without spending an attempt', async () => {
+      const p = await fresh();
+      const job = (name: string) => async (_data: unknown, { signal }: { signal: AbortSignal }) => {
+        await sleep(name === 'stopping' ? 60_000 : 10, undefined, { signal });
+        return name;
+      };
+      const stopping = await p.start(new Jobs(opened.database).define('report', job('stopping'), { retries: 0 }), 'stopping', { stopGraceMs: 100 });
+      const id = await stopping.enqueue('report');
+      await eventually(async () => (await stopping.run(id))?.status === 'running', 'the run to start');
+      await stopping.stop();
+      const back = (await stopping.run(id))!;
+      assert.deepEqual([back.status, back.attempts, back.attemptLog.map((a) => a.outcome)], ['queued', 0, ['lost']], JSON.stringify(back));
+      await p.start(new Jobs(opened.database).define('report', job('next'), { retries: 0 }), 'next');
+      const run = await settledRun(opened.database, id);
+      assert.deepEqual([run.status, run.attempts, run.result, run.runner], ['succeeded', 1, 'next', 'next']);
+    });
+
     it('retries runs left running by a process that died, and runs what was queued before a restart', async () => {
       const p = await fresh();
       const history = new RunHistory(opened.database);

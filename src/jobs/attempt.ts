@@ -147,6 +147,13 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
     jobsMetrics.running.dec();
   }
   const now = new Date();
+  if (error !== undefined && deps.closing.aborted) {
+    // Cut short because this process is stopping: another process (or this one, restarted) runs it again.
+    const back = await recorded(() => history.interrupted(claimed, { startedAt, now, error: error! }));
+    await lock?.release().catch(() => undefined);
+    if (back) log.info('run put back in the queue: this process stopped before it finished', { job: job.name, run: run._id });
+    return;
+  }
   let committed: boolean;
   let status: 'succeeded' | 'failed' | 'retrying';
   if (error === undefined) {

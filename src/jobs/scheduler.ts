@@ -138,8 +138,8 @@ export class Scheduler {
 
   /**
    * Stops taking runs; waits up to `graceMs` for those running, then aborts
-   * them (their runs go back to the queue as failed attempts) and gives the
-   * runner lease up.
+   * them (their runs go back to the queue, the attempt not counted) and gives
+   * the runner lease up.
    */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
@@ -152,8 +152,9 @@ export class Scheduler {
       const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
       await Promise.race([Promise.all(this.active), late]);
       clearTimeout(timer);
-      for (const set of this.controllers.values()) for (const c of set) c.abort(new Error('the process is stopping'));
+      // Closing first: an attempt whose signal is aborted finds it so, and gives its run back.
       this.closing.abort();
+      for (const set of this.controllers.values()) for (const c of set) c.abort(new Error('the process stopped'));
       await Promise.all(this.active);
     }
     await this.runner.stop();
