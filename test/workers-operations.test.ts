@@ -8,9 +8,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
+import type { JobRun } from '../src/jobs/history.js';
 import { freshDatabase } from './databases.js';
 import { eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
@@ -132,6 +134,30 @@ describe('perseid start --workers 2, signalled as a service manager does it: eve
       }
     });
   }
+});
+
+describe('perseid start --workers 2 stopped while a worker runs a job', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  it('puts the run back in the queue, its attempt not counted, before the primary gives up on the worker', async () => {
+    const database = freshDatabase(mongo!);
+    const primary = await startPerseid(APP, ['--port', '0', '--workers', '2'], { MONGO_URL: database.url });
+    const client = new SimpleDDP({ endpoint: `${primary.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, autoReconnect: false });
+    const mongoClient = new MongoClient(database.url);
+    try {
+      await client.connect();
+      const id = await client.call<string>('enqueueEndless');
+      const run = () => mongoClient.db(database.dbName).collection<JobRun>('perseid_jobs').findOne({ _id: id });
+      await eventually(async () => (await run())?.status === 'running', 'the job to start', 10_000);
+      // SIGINT: the workers close at once, giving their jobs the jobs engine's grace (10 s) before aborting them.
+      assert.equal(await primary.stop('SIGINT'), 0, primary.log());
+      const back = (await run())!;
+      assert.deepEqual([back.status, back.attempts, back.attemptLog.map((a) => a.outcome)], ['queued', 0, ['lost']], JSON.stringify(back));
+    } finally {
+      await client.disconnect().catch(() => undefined);
+      if (primary.child.exitCode === null) await primary.stop('SIGKILL');
+      await mongoClient.close();
+      await database.drop();
+    }
+  });
 });
 
 describe('perseid start on MongoDB, one process', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {

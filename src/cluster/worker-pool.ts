@@ -6,6 +6,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import { STOP_GRACE_MS } from '../jobs/jobs.js';
 import type { Logger } from '../log.js';
 import type { PrimaryToWorker, WorkerToPrimary } from './ipc-messages.js';
 import { loadScore, type LoadFigures } from './load-monitor.js';
@@ -108,7 +109,8 @@ export class WorkerPool {
             if (w.process.exitCode !== null || w.process.signalCode !== null) return resolve();
             w.process.once('exit', () => resolve());
             const term = setTimeout(() => w.send({ type: 'close' }), graceMs);
-            const kill = setTimeout(() => w.process.kill('SIGKILL'), graceMs + 10000);
+            // Told to close, a worker still gives its running jobs their grace, then puts their runs back in the queue.
+            const kill = setTimeout(() => w.process.kill('SIGKILL'), graceMs + STOP_GRACE_MS + 5000);
             w.process.once('exit', () => {
               clearTimeout(term);
               clearTimeout(kill);
