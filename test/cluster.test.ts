@@ -320,6 +320,26 @@ describe('a cluster of servers', { skip }, () => {
     }
   });
 
+  it('drains on SIGTERM while Redis is down, without waiting for the registry to answer', async () => {
+    const privateRedis = await startService('redis');
+    const database = freshDatabase(mongo!);
+    const server = await member({ MONGO_URL: database.url, REDIS_URL: privateRedis.url }, ['--drain-ms', '1000']);
+    try {
+      await privateRedis.stop();
+      // Long enough for the Redis clients' reconnection attempts to space out, as in a real outage.
+      await sleep(3000);
+      const signalled = Date.now();
+      assert.equal(await server.stop('SIGTERM'), 0, server.log());
+      const tookMs = Date.now() - signalled;
+      assert.ok(tookMs < 6000, `stopping took ${tookMs} ms with no client to drain:\n${server.log()}`);
+      assert.match(server.log(), /could not leave the registry in time/);
+    } finally {
+      if (server.child.exitCode === null) await server.stop('SIGKILL');
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
   it('drains on SIGTERM: clients move to the other server with nothing but a reconnect', async () => {
     const database = freshDatabase(mongo!);
     const env = { MONGO_URL: database.url, REDIS_URL: redis! };
