@@ -100,6 +100,14 @@ describe('jobs while their Redis leases are cut off', { skip: needsServices({ re
       await outage(ttlMs + 500);
       assert.equal(jobs.runner, 'a', 'the runner took itself for taken over');
       assert.deepEqual(lines.filter((l) => /the runner lease was taken over/.test(l)), []);
+
+      // Stopping while Redis is down: the lease not given up expires by itself; nothing waits for Redis to come back.
+      await relay.cut();
+      await sleep(2000);
+      const stopping = Date.now();
+      await jobs.stop();
+      const tookMs = Date.now() - stopping;
+      assert.ok(tookMs < 5000, `stopping took ${tookMs} ms`);
     } finally {
       await jobs.stop();
       redis.disconnect();

@@ -8,11 +8,15 @@
  * token changed, aborts what it was running, and is refused when it tries to
  * record a result. It then starts over under a new name.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Lease, LeaseFactory } from '../coordination/lease.js';
 import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
 
 export const RUNNER_LEASE_PREFIX = 'jobs-runner:';
+
+/** Longest a stopping process waits for the lease store (a lease not given up expires by itself). */
+export const STOP_WAIT_MS = 1000;
 
 /**
  * How often a lease of `ttlMs` is renewed. A lease lapses when the event loop is blocked for longer than its time to
@@ -32,6 +36,10 @@ export class RunnerLease {
   /** When the lease was last confirmed ours (ms). */
   private confirmedAt = 0;
   private readonly failures: FailureLog;
+  /** Resolved by `stop`: a claim waiting for the lease store gives up then. */
+  private stopping = false;
+  private stopped!: () => void;
+  private readonly whenStopped = new Promise<void>((resolve) => (this.stopped = resolve));
 
   constructor(
     private readonly leases: LeaseFactory,
@@ -62,14 +70,28 @@ export class RunnerLease {
    * while the lease store cannot confirm it, nothing is claimed.
    */
   async fresh(): Promise<{ holder: string; token: number } | undefined> {
-    if (!this.confirmed()) await this.renew();
-    return this.confirmed() ? this.current : undefined;
+    if (!this.stopping && !this.confirmed()) await Promise.race([this.renew(), this.whenStopped]);
+    return !this.stopping && this.confirmed() ? this.current : undefined;
   }
 
+  /** No more claims: `fresh` answers undefined from now on, at once (renewals go on for the runs under way). */
+  halt(): void {
+    this.stopping = true;
+    this.stopped();
+  }
+
+  /**
+   * Gives the lease up, waiting for the lease store a second at most: when it does not answer (Redis down), the lease
+   * expires by itself, and the process must not wait for it to come back to stop.
+   */
   async stop(): Promise<void> {
+    this.halt();
     clearInterval(this.timer);
-    await this.renewing;
-    await this.lease?.release().catch(() => undefined);
+    const released = (async () => {
+      await this.renewing;
+      await this.lease?.release().catch(() => undefined);
+    })();
+    await Promise.race([released, sleep(STOP_WAIT_MS)]);
     this.current = undefined;
   }
 

@@ -10,6 +10,7 @@
  * exactly one process. So each due run happens once, whichever process's
  * clock is ahead.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { LeaseFactory } from '../coordination/lease.js';
 import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
@@ -18,7 +19,7 @@ import type { JobDefinition } from './definitions.js';
 import { runnerLost } from './errors.js';
 import type { JobRun, RunHistory } from './history.js';
 import { jobsMetrics } from './jobs-metrics.js';
-import { RunnerLease } from './runner-lease.js';
+import { RunnerLease, STOP_WAIT_MS } from './runner-lease.js';
 
 export interface SchedulerOptions {
   history: RunHistory;
@@ -143,10 +144,12 @@ export class Scheduler {
    */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
+    this.runner.halt();
     clearTimeout(this.scheduleTimer);
     for (const timer of this.timers) clearInterval(timer);
     await this.draining;
-    await this.sweeping;
+    // A check of other runners waits for the lease store, which may be down: it is not worth waiting long for.
+    await Promise.race([this.sweeping, sleep(STOP_WAIT_MS)]);
     if (this.active.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
@@ -215,7 +218,7 @@ export class Scheduler {
     const { history, concurrency } = this.options;
     while (!this.stopped && this.active.size < concurrency) {
       const held = await this.runner.fresh();
-      if (!held) return;
+      if (!held || this.stopped) return;
       const names = this.names();
       if (names.length === 0) return;
       const free = concurrency - this.active.size;
