@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
@@ -273,13 +274,67 @@ describe('a cluster of servers', { skip }, () => {
 
       await privateRedis.stop();
       for (let i = 0; i < 10; i++) ids.push(await writer!.call<string>('addItem', 100 + i, 'while Redis is down'));
+      // Long enough for the relay's check (every 3 s) to fail twice: the log says so once.
+      await sleep(6500);
       await privateRedis.restart();
       await eventually(() => ids.every((id) => reader!.collection<Item>('items').fetch().some((item) => item.id === id)), 'every item after Redis returns', 15000);
       assert.match(a.log(), /redis connection lost/);
       assert.match(a.log(), /fan-out bus reconnected/);
+      for (const server of [a, b]) assert.ok((server.log().match(/relay check failed/g) ?? []).length <= 1, server.log());
     } finally {
       await clients.closeAll();
       await Promise.all([a.stop(), b.stop()]);
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
+  it('delivers writes made while the connection a server publishes on was reconnecting to Redis', async () => {
+    // A private Redis: CLIENT KILL must not touch the other suites' connections.
+    const privateRedis = await startService('redis');
+    const database = freshDatabase(mongo!);
+    // No relay: its echo of each write from the database would cover a lost message, when its own publishing is not cut too.
+    const env = { MONGO_URL: database.url, REDIS_URL: privateRedis.url, PERSEID_FANOUT: 'redis', PERSEID_RELAY: 'off' };
+    const [a, b] = await Promise.all([startPerseid(APP, ['--port', '0'], env), startPerseid(APP, ['--port', '0'], env)]);
+    const clients = new Clients();
+    const admin = new Redis(privateRedis.url);
+    try {
+      const [reader] = await clients.open(a.url, 1);
+      const [writer] = await clients.open(b.url, 1);
+      await reader!.subscribe('items').ready();
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        // Drops the servers' command connections (the one that publishes among them), not their subscriptions: the
+        // pub/sub connections stay up, so no server sees an outage of the bus.
+        await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+        ids.push(await writer!.call<string>('addItem', i, 'while the publisher reconnects'));
+      }
+      const missing = () => ids.filter((id) => !reader!.collection<Item>('items').fetch().some((item) => item.id === id));
+      await eventually(() => missing().length === 0, 'every item on the other server', 8000).catch((error: Error) => assert.fail(`${error.message}: missing ${missing().length} of ${ids.length}`));
+    } finally {
+      admin.disconnect();
+      await clients.closeAll();
+      await Promise.all([a.stop(), b.stop()]);
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
+  it('drains on SIGTERM while Redis is down, without waiting for the registry to answer', async () => {
+    const privateRedis = await startService('redis');
+    const database = freshDatabase(mongo!);
+    const server = await member({ MONGO_URL: database.url, REDIS_URL: privateRedis.url }, ['--drain-ms', '1000']);
+    try {
+      await privateRedis.stop();
+      // Long enough for the Redis clients' reconnection attempts to space out, as in a real outage.
+      await sleep(3000);
+      const signalled = Date.now();
+      assert.equal(await server.stop('SIGTERM'), 0, server.log());
+      const tookMs = Date.now() - signalled;
+      assert.ok(tookMs < 6000, `stopping took ${tookMs} ms with no client to drain:\n${server.log()}`);
+      assert.match(server.log(), /could not leave the registry in time/);
+    } finally {
+      if (server.child.exitCode === null) await server.stop('SIGKILL');
       await privateRedis.stop();
       await database.drop();
     }

@@ -196,6 +196,25 @@ for (const target of perServer) {
       assert.ok(runs.filter((r) => r.status === 'succeeded').length >= 2);
     });
 
+    it('records a run whose result is too large to keep as succeeded, without the result, and a huge error cut short', async () => {
+      const p = await fresh();
+      const jobs = new Jobs(opened.database)
+        .define('huge', () => 'x'.repeat(2 * 1024 * 1024), { retries: 0 })
+        .define('small', () => ({ rows: 3 }))
+        .define('verbose', () => {
+          throw new Error('y'.repeat(20 * 1024 * 1024));
+        }, { retries: 0 });
+      await p.start(jobs, 'a');
+      const [huge, small, verbose] = [await jobs.enqueue('huge'), await jobs.enqueue('small'), await jobs.enqueue('verbose')];
+      const run = await settledRun(opened.database, huge);
+      assert.deepEqual([run.status, run.attempts, typeof run.result], ['succeeded', 1, 'undefined']);
+      assert.deepEqual((await settledRun(opened.database, small)).result, { rows: 3 });
+      const failed = await settledRun(opened.database, verbose);
+      assert.equal(failed.status, 'failed');
+      assert.ok(failed.error!.length < 5000 && failed.attemptLog[0]!.error!.length < 5000, `an error of ${failed.error!.length} characters kept`);
+      assert.match(failed.error!, /^y+\.\.\. \(\d+ more characters\)$/);
+    });
+
     it('runs higher priorities first', async () => {
       const p = await fresh();
       const order: string[] = [];
@@ -250,6 +269,37 @@ for (const target of perServer) {
       assert.equal(after!.attemptLog.length, 2);
     });
 
+    it('goes on with a job that blocked the event loop past its lease when no other process took the lease meanwhile', async () => {
+      const p = await fresh();
+      const jobs = new Jobs(opened.database).define('blocking', async (_data, { signal }) => {
+        const until = Date.now() + 700;
+        while (Date.now() < until); // longer than the lease: its renewals could not run
+        await sleep(200, undefined, { signal });
+        return 'done';
+      });
+      await p.start(jobs, 'a', { leaseTtlMs: 500 });
+      const run = await settledRun(opened.database, await jobs.enqueue('blocking'));
+      assert.deepEqual([run.status, run.attempts, run.result, run.error], ['succeeded', 1, 'done', undefined]);
+      assert.equal(jobs.runner, 'a');
+    });
+
+    it('gives a run cut short by its process stopping back to the queue without spending an attempt', async () => {
+      const p = await fresh();
+      const job = (name: string) => async (_data: unknown, { signal }: { signal: AbortSignal }) => {
+        await sleep(name === 'stopping' ? 60_000 : 10, undefined, { signal });
+        return name;
+      };
+      const stopping = await p.start(new Jobs(opened.database).define('report', job('stopping'), { retries: 0 }), 'stopping', { stopGraceMs: 100 });
+      const id = await stopping.enqueue('report');
+      await eventually(async () => (await stopping.run(id))?.status === 'running', 'the run to start');
+      await stopping.stop();
+      const back = (await stopping.run(id))!;
+      assert.deepEqual([back.status, back.attempts, back.attemptLog.map((a) => a.outcome)], ['queued', 0, ['lost']], JSON.stringify(back));
+      await p.start(new Jobs(opened.database).define('report', job('next'), { retries: 0 }), 'next');
+      const run = await settledRun(opened.database, id);
+      assert.deepEqual([run.status, run.attempts, run.result, run.runner], ['succeeded', 1, 'next', 'next']);
+    });
+
     it('retries runs left running by a process that died, and runs what was queued before a restart', async () => {
       const p = await fresh();
       const history = new RunHistory(opened.database);
@@ -269,6 +319,26 @@ for (const target of perServer) {
       assert.match(recovered.attemptLog[0]!.error!, /runner dead-process was lost/);
       assert.equal((await settledRun(opened.database, queuedId)).status, 'succeeded');
       assert.deepEqual(ran.sort(), ['left:1', queuedId].sort());
+    });
+
+    it('retries the scheduled run of a dead process once its no-overlap lock expires, rather than skipping it', async () => {
+      const p = await fresh();
+      const history = new RunHistory(opened.database);
+      const due = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000);
+      const id = `hourly@${due.toISOString()}`;
+      await history.runs.insertAsync({
+        _id: id, job: 'hourly', kind: 'scheduled', priority: 0, runAt: due, scheduledAt: due, status: 'running', attempts: 1, runner: 'killed', token: 1, startedAt: due, attemptLog: [], createdAt: due,
+      });
+      // The killed process's runner lease has lapsed, but the job's lock, renewed by its attempt on another timer, lasts a little longer.
+      const lock = p.leases.lease({ name: 'job:hourly', holder: `killed/${id}`, ttlMs: 800 });
+      assert.equal(await lock.acquire(), 1);
+      const ran: string[] = [];
+      await p.start(new Jobs(opened.database).schedule('hourly', '0 * * * *', (_d, ctx) => void ran.push(ctx.runId)), 'survivor');
+      let run: JobRun | undefined;
+      await eventually(async () => ['succeeded', 'failed', 'skipped'].includes((run = await history.runs.findOneAsync({ _id: id }))?.status ?? ''), 'the run to end', 8000);
+      assert.equal(run!.status, 'succeeded', JSON.stringify(run));
+      assert.deepEqual(run!.attemptLog.map((a) => [a.runner, a.outcome]), [['killed', 'lost'], ['survivor', 'succeeded']]);
+      assert.deepEqual(ran, [id]);
     });
 
     it('shows schedules, next runs and recent runs on the stats page, and prunes old history', async () => {

@@ -8,11 +8,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
+import type { JobRun } from '../src/jobs/history.js';
 import { freshDatabase } from './databases.js';
-import { eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/workers-app.js';
@@ -97,11 +99,72 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
   });
 });
 
+describe('perseid start --workers 2, signalled as a service manager does it: every process of the machine at once', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  // systemd signals every process of a service's cgroup, a terminal every process of its group (Ctrl-C, or SIGHUP when
+  // it closes): the workers get the signal as their primary does, and must leave the stopping to it.
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+    it(`${signal === 'SIGTERM' ? 'drains over the window' : 'stops at once'}, each worker stopping cleanly, on ${signal}`, async () => {
+      const database = freshDatabase(mongo!);
+      const primary = await startPerseid(APP, ['--port', '0', '--workers', '2', '--drain-ms', '1500'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+      const clients: SimpleDDP[] = [];
+      try {
+        const disconnects: number[] = [];
+        for (let i = 0; i < 8; i++) {
+          const client = new SimpleDDP({ endpoint: `${primary.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, autoReconnect: false });
+          await client.connect();
+          await client.subscribe('notes', `owner-${i}`).ready();
+          client.on('disconnected', () => disconnects.push(Date.now()));
+          clients.push(client);
+        }
+        const { workers } = (await (await fetch(`${primary.url}/perseid/stats`)).json()) as Stats;
+        assert.equal(workers.length, 2);
+        for (const pid of [primary.child.pid!, ...workers.map((w) => w.pid)]) process.kill(pid, signal);
+        assert.equal(await exited(primary.child), 0, primary.log());
+        const worker = (line: string) => / worker=(\d+)$/.exec(line)?.[1];
+        const lines = primary.log().trim().split('\n');
+        assert.deepEqual(lines.filter((l) => / \[perseid\] stopped ms=\d+ worker=\d$/.test(l)).map(worker).sort(), ['1', '2'], primary.log());
+        assert.doesNotMatch(primary.log(), /worker died/);
+        await eventually(() => disconnects.length === 8, 'every client to be disconnected');
+        const spread = Math.max(...disconnects) - Math.min(...disconnects);
+        if (signal === 'SIGTERM') assert.ok(spread >= 500, `closes spread over ${spread} ms of a 1500 ms drain window`);
+      } finally {
+        await Promise.all(clients.map((c) => c.disconnect().catch(() => undefined)));
+        if (primary.child.exitCode === null) await primary.stop('SIGKILL');
+        await database.drop();
+      }
+    });
+  }
+});
+
+describe('perseid start --workers 2 stopped while a worker runs a job', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  it('puts the run back in the queue, its attempt not counted, before the primary gives up on the worker', async () => {
+    const database = freshDatabase(mongo!);
+    const primary = await startPerseid(APP, ['--port', '0', '--workers', '2'], { MONGO_URL: database.url });
+    const client = new SimpleDDP({ endpoint: `${primary.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: WebSocket, autoReconnect: false });
+    const mongoClient = new MongoClient(database.url);
+    try {
+      await client.connect();
+      const id = await client.call<string>('enqueueEndless');
+      const run = () => mongoClient.db(database.dbName).collection<JobRun>('perseid_jobs').findOne({ _id: id });
+      await eventually(async () => (await run())?.status === 'running', 'the job to start', 10_000);
+      // SIGINT: the workers close at once, giving their jobs the jobs engine's grace (10 s) before aborting them.
+      assert.equal(await primary.stop('SIGINT'), 0, primary.log());
+      const back = (await run())!;
+      assert.deepEqual([back.status, back.attempts, back.attemptLog.map((a) => a.outcome)], ['queued', 0, ['lost']], JSON.stringify(back));
+    } finally {
+      await client.disconnect().catch(() => undefined);
+      if (primary.child.exitCode === null) await primary.stop('SIGKILL');
+      await mongoClient.close();
+      await database.drop();
+    }
+  });
+});
+
 describe('perseid start on MongoDB, one process', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
-  it('says it stopped, last, on SIGTERM and on SIGINT', async () => {
+  it('says it stopped, last, on SIGTERM, SIGINT and SIGHUP', async () => {
     const database = freshDatabase(mongo!);
     try {
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
         const server = await startPerseid('dist/test/fixtures/cluster-app.js', ['--port', '0', '--drain-ms', '200'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
         assert.equal(await server.stop(signal), 0, server.log());
         assert.match(server.log().trim().split('\n').at(-1)!, / INFO {2}\[perseid\] stopped ms=\d+$/, server.log());

@@ -81,7 +81,7 @@ export const startCommand: CommandSpec = {
     '  }',
     '',
     'With MONGO_URL set, collections live in MongoDB instead of the embedded store.',
-    'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) stops at once; SIGUSR2 stops at once telling clients to come back (perseid dev restarts it so).',
+    'SIGTERM drains (see --drain-ms); SIGINT (Ctrl-C) and SIGHUP stop at once; SIGUSR2 stops at once telling clients to come back (perseid dev restarts it so).',
     'The operational endpoints (/metrics, /perseid/dashboard, /perseid/apm, /perseid/advice, /perseid/capacity, /perseid/stats)',
     'answer loopback only, or, with PERSEID_ADMIN_TOKEN set, only requests sending it as Authorization: Bearer <token>.',
     'PERSEID_APM=off turns the APM\'s recording off.',
@@ -204,8 +204,9 @@ function exitAfter(log: Logger, work: () => Promise<unknown>): void {
 
 /**
  * SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C,
- * stops now; SIGUSR2 (perseid dev's restart) stops now telling clients the
- * server is back in a moment; a second signal exits.
+ * and SIGHUP, their terminal closing, stop now; SIGUSR2 (perseid dev's
+ * restart) stops now telling clients the server is back in a moment; a second
+ * signal exits.
  */
 function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>, restart: () => Promise<void> = stop): void {
   let stopping = false;
@@ -219,6 +220,7 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
     exitAfter(log, work);
   };
   process.once('SIGINT', () => handle('SIGINT', stop));
+  process.once('SIGHUP', () => handle('SIGHUP', stop));
   process.once('SIGTERM', () => handle('SIGTERM', drain));
   process.once('SIGUSR2', () => handle('SIGUSR2', restart));
 }
@@ -272,10 +274,11 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
     // As a single server stops: jobs stop alongside (running attempts may finish), then the database closes.
     let stopJobs = async () => undefined as void;
     const after = () => database.close().then(closeFanout);
-    await serveAsWorker(server, (windowMs) => exitAfter(log, () => Promise.all([server.drain(windowMs), stopJobs()]).then(after)));
+    await serveAsWorker(server, {
+      drain: (windowMs) => exitAfter(log, () => Promise.all([server.drain(windowMs), stopJobs()]).then(after)),
+      close: () => exitAfter(log, () => Promise.all([server.close(), stopJobs()]).then(after)),
+    });
     stopJobs = await startJobs(server, database, jobs, env, id, log);
-    // The primary's last resort for a worker slow to drain.
-    process.once('SIGTERM', () => exitAfter(log, () => Promise.all([server.close(), stopJobs()]).then(after)));
     return server;
   }
 

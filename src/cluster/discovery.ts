@@ -47,13 +47,22 @@ export class Discovery {
     return this.known;
   }
 
-  /** Stops announcing and removes this server's entry (drain: no new clients are sent here). */
+  /**
+   * Stops announcing and removes this server's entry (drain: no new clients are sent here). Waits for the registry an
+   * interval at most: when it does not answer (Redis down), the entry expires within its time to live anyway, and the
+   * drain that follows must not wait for the registry to come back.
+   */
   async leave(): Promise<void> {
     this.left = true;
     clearInterval(this.timer);
-    await this.ticking;
+    const removed = this.ticking.then(() => this.store.remove(this.id));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), this.intervalMs)));
+    const outcome = await Promise.race([removed, late]).catch((error: Error) => error);
+    clearTimeout(timer);
     this.known = this.known.filter((entry) => entry.id !== this.id);
-    await this.store.remove(this.id).catch((error: Error) => this.options.log.warn('could not leave the registry', { error: error.message }));
+    if (outcome === 'late') this.options.log.warn('could not leave the registry in time; this server\'s entry expires by itself', { withinMs: this.ttlMs });
+    else if (outcome instanceof Error) this.options.log.warn('could not leave the registry', { error: outcome.message });
   }
 
   private async tick(): Promise<void> {

@@ -10,6 +10,8 @@ export type PrimaryToWorker =
   | { type: 'watching'; collection: string }
   /** Close sessions gradually over `windowMs`, then exit. */
   | { type: 'drain'; windowMs: number }
+  /** Close every session now, then exit (the primary's last word to a worker slow to drain, or its own stop). */
+  | { type: 'close' }
   /** The origins of the cluster's servers (whose pages may connect), as the primary's balancer knows them. */
   | { type: 'origins'; origins: string[] };
 

@@ -6,6 +6,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import { STOP_GRACE_MS } from '../jobs/jobs.js';
 import type { Logger } from '../log.js';
 import type { PrimaryToWorker, WorkerToPrimary } from './ipc-messages.js';
 import { loadScore, type LoadFigures } from './load-monitor.js';
@@ -97,7 +98,7 @@ export class WorkerPool {
     for (const worker of this.workers.values()) worker.send(message);
   }
 
-  /** Stops every worker: lets them exit by themselves for `graceMs` (a drain), then SIGTERM, then SIGKILL. */
+  /** Stops every worker: lets them exit by themselves for `graceMs` (a drain), then tells them to close, then SIGKILL. */
   async stop(graceMs = 0): Promise<void> {
     this.stopping = true;
     clearInterval(this.sweep);
@@ -107,8 +108,9 @@ export class WorkerPool {
           new Promise<void>((resolve) => {
             if (w.process.exitCode !== null || w.process.signalCode !== null) return resolve();
             w.process.once('exit', () => resolve());
-            const term = setTimeout(() => w.process.kill('SIGTERM'), graceMs);
-            const kill = setTimeout(() => w.process.kill('SIGKILL'), graceMs + 10000);
+            const term = setTimeout(() => w.send({ type: 'close' }), graceMs);
+            // Told to close, a worker still gives its running jobs their grace, then puts their runs back in the queue.
+            const kill = setTimeout(() => w.process.kill('SIGKILL'), graceMs + STOP_GRACE_MS + 5000);
             w.process.once('exit', () => {
               clearTimeout(term);
               clearTimeout(kill);

@@ -36,8 +36,14 @@ export function primaryFeedLink(): FeedLink {
   };
 }
 
-/** Serves as a worker until the primary tells it to drain (then `drain` runs, and ends the process), or goes away. */
-export async function serveAsWorker(server: PerseidServer, drain: (windowMs: number) => void): Promise<void> {
+/** How a worker stops when its primary says so; each ends the process. */
+export interface WorkerStops {
+  drain(windowMs: number): void;
+  close(): void;
+}
+
+/** Serves as a worker until the primary tells it to drain or close, or goes away. */
+export async function serveAsWorker(server: PerseidServer, stops: WorkerStops): Promise<void> {
   // Only the primary listens publicly; this port is for the SockJS requests it proxies here.
   const { port } = await server.servedThroughPrimary().listen(0, '127.0.0.1');
   const monitor = new LoadMonitor(() => server.sessionCount);
@@ -53,9 +59,14 @@ export async function serveAsWorker(server: PerseidServer, drain: (windowMs: num
     } else if (message.type === 'origins') {
       server.trustPeerOrigins(message.origins);
     } else if (message.type === 'drain') {
-      drain(message.windowMs);
+      stops.drain(message.windowMs);
+    } else if (message.type === 'close') {
+      stops.close();
     }
   });
+  // Stopping is the primary's to order: a signal sent to every process of the machine (a terminal's Ctrl-C or hang-up,
+  // systemd stopping a service) reaches it too, and a worker that stopped by itself would cut its clients off mid-drain.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => undefined);
   // Without its primary nobody can reach this worker: leave.
   process.on('disconnect', () => process.exit(0));
   toPrimary({ type: 'ready', httpPort: port, publicDir: server.publicDir });

@@ -16,7 +16,8 @@ export class RedisBus implements FanoutBus {
   private readonly reconnectHandlers: Array<() => void> = [];
   /** SUBSCRIBE commands sent and not yet confirmed, by channel. */
   private readonly subscribing = new Map<string, Promise<void>>();
-  private wasDown = false;
+  /** The connections lost and not back yet: the log says when the first goes and when the last is back. */
+  private readonly down = new Set<Redis>();
 
   constructor(
     url: string,
@@ -34,17 +35,16 @@ export class RedisBus implements FanoutBus {
     for (const connection of [this.publisher, this.subscriber]) {
       connection.on('error', (error: Error) => log.debug('redis connection error', { error: error.message }));
       connection.on('close', () => {
-        if (!this.wasDown) log.warn('redis connection lost; reconnecting');
-        this.wasDown = true;
+        if (this.down.size === 0) log.warn('redis connection lost; reconnecting');
+        this.down.add(connection);
+      });
+      connection.on('ready', () => {
+        if (!this.down.delete(connection)) return;
+        if (this.down.size === 0) log.info('redis reachable again');
+        // The subscriber resubscribes on reconnect (ioredis does); then the gap is reported.
+        if (connection === this.subscriber) for (const handler of this.reconnectHandlers) handler();
       });
     }
-    // The subscriber resubscribes on reconnect (ioredis does); then the gap is reported.
-    this.subscriber.on('ready', () => {
-      if (!this.wasDown) return;
-      this.wasDown = false;
-      log.info('redis reachable again');
-      for (const handler of this.reconnectHandlers) handler();
-    });
   }
 
   /** Resolves once both connections are up (startup waits for it). */
@@ -56,9 +56,12 @@ export class RedisBus implements FanoutBus {
     );
   }
 
-  publish(channel: string, message: string): void {
+  publish(channel: string, message: string, onLost?: () => void): void {
     fanoutMetrics.published.inc();
-    this.publisher.publish(channel, message).catch((error: Error) => this.log.debug('redis publish failed', { channel, error: error.message }));
+    this.publisher.publish(channel, message).catch((error: Error) => {
+      this.log.debug('redis publish failed', { channel, error: error.message });
+      onLost?.();
+    });
   }
 
   subscribe(channel: string, handler: (message: string) => void): () => void {

@@ -4,7 +4,8 @@
  * and `bus-redis.ts` (Redis pub/sub, many servers).
  */
 export interface FanoutBus {
-  publish(channel: string, message: string): void;
+  /** Sends `message` to the channel's subscribers; `onLost` is called if it could not be sent (the bus was down). */
+  publish(channel: string, message: string, onLost?: () => void): void;
   /** Handles every message on `channel` until the returned function is called. */
   subscribe(channel: string, handler: (message: string) => void): () => void;
   /** Resolves once messages published on `channel` from now on will arrive. */

@@ -5,12 +5,14 @@
  * backoff). A runner whose lease was taken over meanwhile is refused at that
  * write, and says so.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { LeaseFactory } from '../coordination/lease.js';
 import type { Logger } from '../log.js';
 import type { JobDefinition } from './definitions.js';
 import { timedOut } from './errors.js';
-import type { Claimed, RunHistory } from './history.js';
+import type { Claimed, JobRun, RunHistory } from './history.js';
 import { jobsMetrics, recordFinished } from './jobs-metrics.js';
+import { renewalInterval } from './runner-lease.js';
 
 export interface JobContext {
   /** The job's name. */
@@ -40,7 +42,12 @@ export interface AttemptDeps {
   log: Logger;
   /** Aborts every attempt claimed under a runner name when that runner's lease is lost. */
   register(holder: string, controller: AbortController): () => void;
+  /** Aborted when the process stops: a run whose end could not be written by then is left to another process's sweep. */
+  closing: AbortSignal;
 }
+
+/** How often the end of a run is written again while the database refuses it. */
+const RECORD_RETRY_MS = 1000;
 
 /** Why an attempt's signal was aborted, when it was not the job's own doing. */
 class Abort extends Error {}
@@ -52,26 +59,63 @@ function abortedBy(signal: AbortSignal): Promise<never> {
   });
 }
 
+/** Longest error a run's record keeps (each attempt's too): a record must stay far below MongoDB's 16 MiB per document. */
+const MAX_ERROR_CHARS = 4000;
+
 function describeError(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name;
-  return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+  const text = error instanceof Error ? error.message || error.name : typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
+  return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (${text.length - MAX_ERROR_CHARS} more characters)`;
 }
 
-/** Runs `claimed` to its end; never throws (every outcome goes to the history and the log). */
+/** Runs `claimed` to its end (every outcome goes to the history and the log); throws only when the process stops before the end could be written. */
 export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: AttemptDeps): Promise<void> {
   const { run } = claimed;
   const { history, log } = deps;
   const startedAt = new Date();
+  const landed = (record: JobRun | undefined) =>
+    record?.attemptLog.some((a) => a.runner === claimed.runner && a.outcome !== 'lost' && new Date(a.startedAt).getTime() === startedAt.getTime()) ?? false;
+  // A run left `running` under a live runner is never taken over: the write that ends it is tried until the database
+  // takes it (a failover, an outage), or until this process stops and gives its runner lease up.
+  const recorded = async (write: () => Promise<boolean>): Promise<boolean> => {
+    for (let failures = 0; ; failures++) {
+      try {
+        if (failures === 0) return await write();
+        // A write that failed may have landed all the same (the answer was lost): then this one is refused, as a
+        // runner taken over would be; the attempt's entry in the run's log tells them apart.
+        const done = (await write()) || landed(await history.runs.findOneAsync({ _id: run._id }));
+        log.info('recorded the end of a run once the database answered', { job: job.name, run: run._id, tries: failures + 1 });
+        return done;
+      } catch (error) {
+        if (failures === 0) log.warn('could not record the end of a run; trying again until the database answers', { job: job.name, run: run._id, error: describeError(error) });
+        if (deps.closing.aborted) throw error;
+        await sleep(RECORD_RETRY_MS, undefined, { signal: deps.closing }).catch(() => undefined);
+        if (deps.closing.aborted) throw error;
+      }
+    }
+  };
   // A no-overlap job runs one run at a time across every process: its lock is a lease named after the job,
   // held by this attempt (not this process, which may be running another run of the job).
   const lock = job.overlap ? undefined : deps.leases({ name: `job:${job.name}`, holder: `${claimed.runner}/${run._id}`, ttlMs: deps.leaseTtlMs });
-  if (lock && (await lock.acquire()) === undefined) {
-    if (run.kind === 'scheduled') {
+  const later = () => new Date(Date.now() + Math.min(1000, deps.leaseTtlMs));
+  let locked: number | undefined;
+  try {
+    locked = await lock?.acquire();
+  } catch (thrown) {
+    // The lease store went away since this run was claimed (the runner lease's renewal says so in the log): back to the
+    // queue until it returns, rather than left running.
+    log.debug('run put back in the queue: its no-overlap lock cannot be checked', { job: job.name, run: run._id, error: describeError(thrown) });
+    await recorded(() => history.unclaim(claimed, later()));
+    return;
+  }
+  if (lock && locked === undefined) {
+    // A due run finding an earlier run still going is skipped. A retry waits instead: the lock may be its own lost
+    // attempt's, which outlives that attempt's runner lease by up to a renewal interval (they are renewed apart).
+    if (run.kind === 'scheduled' && run.attempts === 1) {
       jobsMetrics.skipped.inc();
       log.info('run skipped: the previous run of this job is still running', { job: job.name, run: run._id });
-      await history.finish(claimed, { status: 'skipped', startedAt, now: new Date(), error: 'the previous run of this job was still running' });
+      await recorded(() => history.finish(claimed, { status: 'skipped', startedAt, now: new Date(), error: 'the previous run of this job was still running' }));
     } else {
-      await history.unclaim(claimed, new Date(Date.now() + Math.min(1000, deps.leaseTtlMs)));
+      await recorded(() => history.unclaim(claimed, later()));
     }
     return;
   }
@@ -79,7 +123,7 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   const unregister = deps.register(claimed.runner, controller);
   const timeout = setTimeout(() => controller.abort(new Abort(timedOut(job.timeoutMs))), job.timeoutMs);
   // The lock is renewed like any lease while the run lasts.
-  const renewLock = lock && setInterval(() => void lock.acquire().catch(() => undefined), Math.max(10, Math.floor(deps.leaseTtlMs / 3)));
+  const renewLock = lock && setInterval(() => void lock.acquire().catch(() => undefined), renewalInterval(deps.leaseTtlMs));
   jobsMetrics.started.inc();
   jobsMetrics.running.inc();
   let result: unknown;
@@ -103,18 +147,29 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
     jobsMetrics.running.dec();
   }
   const now = new Date();
+  if (error !== undefined && deps.closing.aborted) {
+    // Cut short because this process is stopping: another process (or this one, restarted) runs it again.
+    const back = await recorded(() => history.interrupted(claimed, { startedAt, now, error: error! }));
+    await lock?.release().catch(() => undefined);
+    if (back) log.info('run put back in the queue: this process stopped before it finished', { job: job.name, run: run._id });
+    return;
+  }
   let committed: boolean;
   let status: 'succeeded' | 'failed' | 'retrying';
   if (error === undefined) {
     status = 'succeeded';
-    committed = await history.finish(claimed, { status, startedAt, now, result: storable(result) });
+    const kept = storable(result);
+    if (kept.tooLarge !== undefined) {
+      log.warn('run succeeded; its result is not kept in the history (too large)', { job: job.name, run: run._id, bytes: kept.tooLarge, limit: MAX_RESULT_BYTES });
+    }
+    committed = await recorded(() => history.finish(claimed, { status: 'succeeded', startedAt, now, result: kept.value }));
   } else if (run.attempts < job.retries + 1) {
     status = 'retrying';
-    const runAt = new Date(now.getTime() + job.retryDelayMs * 2 ** (run.attempts - 1));
-    committed = await history.retry(claimed, { startedAt, now, error, runAt });
+    const retry = { startedAt, now, error, runAt: new Date(now.getTime() + job.retryDelayMs * 2 ** (run.attempts - 1)) };
+    committed = await recorded(() => history.retry(claimed, retry));
   } else {
     status = 'failed';
-    committed = await history.finish(claimed, { status, startedAt, now, error });
+    committed = await recorded(() => history.finish(claimed, { status: 'failed', startedAt, now, error }));
   }
   await lock?.release().catch(() => undefined);
   const durationMs = now.getTime() - startedAt.getTime();
@@ -128,13 +183,26 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   else log.warn(status === 'retrying' ? 'run failed; it will be retried' : 'run failed', { job: job.name, run: run._id, attempt: run.attempts, error });
 }
 
-/** What a history record can keep of a job's return value: plain data, not functions or class instances the store cannot hold. */
-function storable(value: unknown): unknown {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'object') return typeof value === 'function' || typeof value === 'symbol' ? undefined : value;
+/**
+ * Largest result a history record keeps, as JSON: far below MongoDB's 16 MiB per document (a record over it cannot be
+ * written, which left the run `running` for good), and small enough for the stats page and `jobs.runs()` to read.
+ */
+const MAX_RESULT_BYTES = 1024 * 1024;
+
+/**
+ * What a history record can keep of a job's return value: plain data, not functions or class instances the store
+ * cannot hold, of at most MAX_RESULT_BYTES as JSON (else nothing, and its size).
+ */
+function storable(value: unknown): { value?: unknown; tooLarge?: number } {
+  if (value === undefined || value === null || typeof value === 'function' || typeof value === 'symbol') return {};
+  let json: string | undefined;
   try {
-    return JSON.parse(JSON.stringify(value)) as unknown;
+    json = typeof value === 'string' ? value : JSON.stringify(value);
   } catch {
-    return undefined;
+    return {};
   }
+  if (json === undefined) return {};
+  const bytes = Buffer.byteLength(json);
+  if (bytes > MAX_RESULT_BYTES) return { tooLarge: bytes };
+  return { value: typeof value === 'object' ? (JSON.parse(json) as unknown) : value };
 }

@@ -13,8 +13,8 @@ export interface JobOptions {
   /**
    * Whether runs of this job may run at the same time, anywhere in the cluster.
    * Default false for scheduled jobs (a due run finding the previous one still
-   * running is recorded as skipped) and true for queued ones (a queued run
-   * waits for the running one).
+   * running is recorded as skipped, a retry waits) and true for queued ones
+   * (a queued run waits for the running one).
    */
   overlap?: boolean;
   /** For scheduled runs: higher runs first when several are due (default 0). */

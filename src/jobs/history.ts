@@ -133,6 +133,19 @@ export class RunHistory {
     });
   }
 
+  /**
+   * Gives a run back to the queue, due now, without counting its attempt: the process running it stopped before it
+   * finished (a deploy is not the job's failure). Refused (false) like `finish`.
+   */
+  interrupted(claimed: Claimed, outcome: { startedAt: Date; now: Date; error: string }): Promise<boolean> {
+    const { startedAt, now, error } = outcome;
+    return this.fenced(claimed, {
+      $set: { status: 'queued', runAt: now, error, runner: null, token: null },
+      $inc: { attempts: -1 },
+      $push: { attemptLog: attempt(claimed.runner, startedAt, now, 'lost', error) },
+    });
+  }
+
   /** Runs claimed by other processes, to check whether their runners are still alive. */
   running(exceptRunner: string): Promise<JobRun[]> {
     return this.runs.find({ status: 'running', runner: { $ne: exceptRunner } }).fetchAsync();

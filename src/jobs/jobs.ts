@@ -22,6 +22,9 @@ import { hideJobs, hideJobsOnDashboard, showJobs, showJobsOnDashboard } from './
 import { parseSchedule } from './schedule.js';
 import { Scheduler } from './scheduler.js';
 
+/** How long stopping waits for running attempts before aborting them, unless told (see `stopGraceMs`). */
+export const STOP_GRACE_MS = 10_000;
+
 export interface EnqueueOptions {
   /** When it may run (default now). */
   runAt?: Date | number;
@@ -58,7 +61,7 @@ export class Jobs {
   private readonly definitions = new Map<string, JobDefinition>();
   private scheduler: Scheduler | undefined;
   private history: RunHistory | undefined;
-  private stopGraceMs = 10_000;
+  private stopGraceMs = STOP_GRACE_MS;
 
   /** `database`: where the queue and history live (default: the default database, as collections use). */
   constructor(private database?: Database | Promise<Database>) {}
@@ -127,7 +130,7 @@ export class Jobs {
     }
     const holder = options.holder ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
     const leases = options.leases ?? ((table) => table.lease.bind(table))(new MemoryLeases());
-    this.stopGraceMs = options.stopGraceMs ?? 10_000;
+    this.stopGraceMs = options.stopGraceMs ?? STOP_GRACE_MS;
     const scheduler = new Scheduler(this.definitions, {
       history: this.store(),
       leases,

@@ -10,14 +10,16 @@
  * exactly one process. So each due run happens once, whichever process's
  * clock is ahead.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { LeaseFactory } from '../coordination/lease.js';
+import { FailureLog } from '../failure-log.js';
 import type { Logger } from '../log.js';
 import { runAttempt } from './attempt.js';
 import type { JobDefinition } from './definitions.js';
 import { runnerLost } from './errors.js';
 import type { JobRun, RunHistory } from './history.js';
 import { jobsMetrics } from './jobs-metrics.js';
-import { RunnerLease } from './runner-lease.js';
+import { RunnerLease, STOP_WAIT_MS } from './runner-lease.js';
 
 export interface SchedulerOptions {
   history: RunHistory;
@@ -56,11 +58,18 @@ export class Scheduler {
   private sweeping: Promise<void> | undefined;
   private lastSweepTick = Date.now();
   private stopped = false;
+  /** Aborted once `stop` has waited its grace: attempts still writing their end give up. */
+  private readonly closing = new AbortController();
+  /** A database or lease store that is down fails every poll and sweep: one line when it starts, one when it ends. */
+  private readonly queueFailures: FailureLog;
+  private readonly sweepFailures: FailureLog;
 
   constructor(
     private readonly definitions: ReadonlyMap<string, JobDefinition>,
     private readonly options: SchedulerOptions,
   ) {
+    this.queueFailures = new FailureLog(options.log, 'job queue read');
+    this.sweepFailures = new FailureLog(options.log, 'check for lost job runners');
     this.runner = new RunnerLease(options.leases, options.holder, options.leaseTtlMs, options.log, (holder) => this.lost(holder));
   }
 
@@ -115,7 +124,10 @@ export class Scheduler {
       return;
     }
     this.draining = this.drain()
-      .catch((error: Error) => this.options.log.warn('could not read the job queue', { error: error.message }))
+      .then(
+        () => this.queueFailures.succeeded(),
+        (error: unknown) => this.queueFailures.failed(error),
+      )
       .finally(() => {
         this.draining = undefined;
         if (this.drainAgain) {
@@ -127,21 +139,25 @@ export class Scheduler {
 
   /**
    * Stops taking runs; waits up to `graceMs` for those running, then aborts
-   * them (their runs go back to the queue as failed attempts) and gives the
-   * runner lease up.
+   * them (their runs go back to the queue, the attempt not counted) and gives
+   * the runner lease up.
    */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true;
+    this.runner.halt();
     clearTimeout(this.scheduleTimer);
     for (const timer of this.timers) clearInterval(timer);
     await this.draining;
-    await this.sweeping;
+    // A check of other runners waits for the lease store, which may be down: it is not worth waiting long for.
+    await Promise.race([this.sweeping, sleep(STOP_WAIT_MS)]);
     if (this.active.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)));
       await Promise.race([Promise.all(this.active), late]);
       clearTimeout(timer);
-      for (const set of this.controllers.values()) for (const c of set) c.abort(new Error('the process is stopping'));
+      // Closing first: an attempt whose signal is aborted finds it so, and gives its run back.
+      this.closing.abort();
+      for (const set of this.controllers.values()) for (const c of set) c.abort(new Error('the process stopped'));
       await Promise.all(this.active);
     }
     await this.runner.stop();
@@ -202,7 +218,7 @@ export class Scheduler {
     const { history, concurrency } = this.options;
     while (!this.stopped && this.active.size < concurrency) {
       const held = await this.runner.fresh();
-      if (!held) return;
+      if (!held || this.stopped) return;
       const names = this.names();
       if (names.length === 0) return;
       const free = concurrency - this.active.size;
@@ -222,6 +238,7 @@ export class Scheduler {
           leaseTtlMs: this.options.leaseTtlMs,
           log: this.options.log,
           register: (holder, controller) => this.track(holder, controller),
+          closing: this.closing.signal,
         })
           .catch((error: Error) => this.options.log.error('a job attempt could not be recorded', { job: run.job, run: run._id, error: error.message }))
           .finally(() => {
@@ -252,7 +269,10 @@ export class Scheduler {
 
   private sweep(): Promise<void> {
     return (this.sweeping ??= this.sweepOnce()
-      .catch((error: Error) => this.options.log.warn('could not check for lost job runners', { error: error.message }))
+      .then(
+        () => this.sweepFailures.succeeded(),
+        (error: unknown) => this.sweepFailures.failed(error),
+      )
       .finally(() => (this.sweeping = undefined)));
   }
 

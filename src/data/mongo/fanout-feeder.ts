@@ -9,9 +9,10 @@
  * A message: {"s": server, "c": collection, "o": "i"|"u"|"r"|"s", "i": id,
  * "d": document, "m": modifier, "r": 1 when relayed from the database} with
  * EJSON values. "s" (op) is a resync of the collection (dropped, or changed in
- * a way nobody saw); it goes on the database's control channel, which every
- * server hears whichever documents it follows, as does "w": a server has begun
- * to watch the collection (so the relay follows it now, not at its next check).
+ * a way nobody saw: "g": 1 when a server could not send its changes); it goes
+ * on the database's control channel, which every server hears whichever
+ * documents it follows, as does "w": a server has begun to watch the
+ * collection (so the relay follows it now, not at its next check).
  */
 import { parse, stringify } from '../../ddp/ejson.js';
 import { idStringify } from '../../ddp/ids.js';
@@ -30,7 +31,11 @@ interface Wire {
   d?: Document;
   m?: Document;
   r?: 1;
+  g?: 1;
 }
+
+/** How soon a resync order for changes that could not be sent is tried (again, while the bus is down). */
+const RESYNC_ORDER_RETRY_MS = 200;
 
 const OPS: Record<ChangeOp, Wire['o']> = { insert: 'i', update: 'u', remove: 'r' };
 const CHANGE_OPS: Record<'i' | 'u' | 'r', ChangeOp> = { i: 'insert', u: 'update', r: 'remove' };
@@ -55,6 +60,9 @@ export class FanoutFeeder {
   onWatchStarted: (collection: string) => void = () => undefined;
   /** Called when another server says it has begun to watch a collection. */
   onWatchedElsewhere: () => void = () => undefined;
+  /** Collections whose changes did not go out (the bus was down), with whether a relayed one did: resyncs to order. */
+  private readonly unsent = new Map<string, boolean>();
+  private ordering: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly hub: ChangeHub,
@@ -121,6 +129,7 @@ export class FanoutFeeder {
   }
 
   close(): void {
+    clearTimeout(this.ordering);
     this.unsubscribeControl();
     for (const channels of this.subscribed.values()) for (const unsubscribe of channels.values()) unsubscribe();
     this.subscribed.clear();
@@ -129,8 +138,29 @@ export class FanoutFeeder {
 
   private send(wire: Wire): void {
     const text = stringify(wire);
-    this.bus.publish(this.channel(wire.c), text);
-    this.bus.publish(this.channel(wire.c, wire.i), text);
+    const lost = () => this.lost(wire.c, wire.r === 1);
+    this.bus.publish(this.channel(wire.c), text, lost);
+    this.bus.publish(this.channel(wire.c, wire.i), text, lost);
+  }
+
+  /**
+   * A change of `collection` could not be sent: the other servers never get it, and nothing tells them (their own
+   * connections may never have dropped). Once the bus takes messages again, they are told to re-read it; so is this
+   * server when the change was relayed, since it applies relayed changes as they come back from the bus.
+   */
+  private lost(collection: string, relayed: boolean): void {
+    this.unsent.set(collection, relayed || (this.unsent.get(collection) ?? false));
+    if (this.ordering) return;
+    this.ordering = setTimeout(() => {
+      this.ordering = undefined;
+      for (const [c, r] of this.unsent) {
+        this.unsent.delete(c);
+        // `r` first for everyone, this server too; else `s` first, which this server skips as its own.
+        const order = r ? { r: 1, s: this.serverId, c, o: 's', g: 1 } : { s: this.serverId, c, o: 's', g: 1 };
+        this.bus.publish(this.controlChannel(), stringify(order), () => this.lost(c, r));
+      }
+    }, RESYNC_ORDER_RETRY_MS);
+    this.ordering.unref();
   }
 
   private receive(text: string): void {
@@ -153,7 +183,7 @@ export class FanoutFeeder {
     }
     fanoutMetrics.applied.inc();
     if (wire.o === 's') fanoutMetrics.resyncs.inc();
-    if (wire.o === 's') this.hub.resync(wire.r ? 'the relay lost track of the database' : 'collection dropped on another server', wire.c);
+    if (wire.o === 's') this.hub.resync(wire.g ? 'changes a server could not send' : wire.r ? 'the relay lost track of the database' : 'collection dropped on another server', wire.c);
     else this.hub.emit({ collection: wire.c, op: CHANGE_OPS[wire.o], id: wire.i, doc: wire.d, modifier: wire.m });
   }
 

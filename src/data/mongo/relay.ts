@@ -9,6 +9,7 @@
  * round trip rather than at its next check.
  */
 import type { Lease } from '../../coordination/lease.js';
+import { FailureLog } from '../../failure-log.js';
 import type { WatchedCollections } from '../../fanout/watched-collections.js';
 import type { Logger } from '../../log.js';
 import { ChangeHub } from './change-hub.js';
@@ -40,8 +41,12 @@ export class Relay {
   /** The check waiting behind the one under way, if one is. */
   private queued: Promise<void> | undefined;
   private closed = false;
+  /** Checks fail every interval while Redis is down: one line when they start failing, one when they work again. */
+  private readonly failures: FailureLog;
 
-  constructor(private readonly options: RelayOptions) {}
+  constructor(private readonly options: RelayOptions) {
+    this.failures = new FailureLog(options.log, 'relay check');
+  }
 
   start(): void {
     const { fanout } = this.options;
@@ -63,7 +68,10 @@ export class Relay {
         this.queued = undefined;
         return this.tick();
       })
-      .catch((error: unknown) => this.options.log.warn('relay check failed', { error: (error as Error).message }));
+      .then(
+        () => this.failures.succeeded(),
+        (error: unknown) => this.failures.failed(error),
+      );
     this.queued = queued;
     this.ticking = queued;
     return queued;
