@@ -151,6 +151,16 @@ for (const target of targets) {
       assert.deepEqual(await c.find({ n: 1 }).mapAsync((d) => d._id), ['s1', 's5', 's9']);
     });
 
+    it('sorts a missing field as null, ties broken by the next key', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'b' });
+      await c.insertAsync({ _id: 'a', n: null });
+      await c.insertAsync({ _id: 'c', n: 1 });
+      const ids = async (sort: Record<string, 1 | -1>) => (await c.find({}, { sort }).mapAsync((d) => d._id));
+      assert.deepEqual(await ids({ n: 1, _id: 1 }), ['a', 'b', 'c']);
+      assert.deepEqual(await ids({ n: -1, _id: -1 }), ['c', 'b', 'a']);
+    });
+
     it('evaluates MongoDB query operators', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'a', tags: ['red', 'blue'], n: 1, name: 'Alpha', items: [{ k: 1, v: 'x' }, { k: 2, v: 'y' }] });

@@ -146,6 +146,21 @@ function liveSuite(target: DatabaseTarget): void {
       seen.stop();
     });
 
+    it('sorts a missing field as MongoDB does, equal to null: a window over both keeps showing what the database returns', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', n: null });
+      await c.insertAsync({ _id: 'b' });
+      await c.insertAsync({ _id: 'c', n: 1 });
+      const options: FindOptions = { sort: { n: 1, _id: 1 }, limit: 1 };
+      const seen = await mirror(c, {}, options);
+      assert.deepEqual([...seen.docs.keys()], ['a'], 'null and missing tie, and a comes before b');
+      // 'a' moves within the window's order without changing its sort key.
+      await c.updateAsync('a', { $set: { label: 'x' } });
+      await converges(c, seen.docs, {}, options);
+      assert.deepEqual([...seen.docs.keys()], ['a']);
+      seen.stop();
+    });
+
     it('shares one live query between many observers', async () => {
       const c = collection();
       const created = liveQueryMetrics.created.get();
