@@ -329,6 +329,29 @@ describe('a document an upsert inserts, published over fan-out', { skip: targets
   });
 });
 
+describe('writes that matched fewer documents than they name, published over fan-out', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  it('changes and removes only what the write did: a replacement by id of a missing document is no insert', async () => {
+    const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
+    const database = await openDatabase({ mongoUrl: fresh.url, fanout: { bus: new MemoryBus(), serverId: 'no-match-test' } });
+    try {
+      const c = new Collection('unmatched', { database });
+      await c.insertAsync({ _id: 'here', n: 1 });
+      const all = await mirror(c, {});
+      assert.equal(await c.updateAsync('ghost', { n: 2 }), 0);
+      assert.equal(await c.updateAsync({ _id: { $in: ['ghost', 'here'] }, n: 5 }, { $set: { n: 3 } }, { multi: true }), 0);
+      await c.insertAsync({ _id: 'gone', n: 5 });
+      assert.equal(await c.removeAsync({ _id: { $in: ['gone', 'here'] }, n: 5 }), 1);
+      await c.updateAsync('here', { $set: { seen: true } });
+      await converges(c, all.docs, {});
+      assert.deepEqual([...all.docs.entries()], [['here', { n: 1, seen: true }]]);
+      all.stop();
+    } finally {
+      await database.close();
+      await fresh.drop();
+    }
+  });
+});
+
 describe('the relay, told on the bus that a server watches a new collection', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
   it('follows it at once, not at its next check', async () => {
     const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
