@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { MongoClient } from 'mongodb';
+import { MongoClient, Timestamp } from 'mongodb';
 import { serviceUrl, startService, type RunningService } from '../scripts/services/control.js';
 import { Collection } from '../src/collections/collection.js';
 import { openDatabase, type Database } from '../src/collections/database.js';
@@ -348,6 +348,38 @@ describe('writes that matched fewer documents than they name, published over fan
     } finally {
       await database.close();
       await fresh.drop();
+    }
+  });
+});
+
+describe('an oplog entry committed after newer ones (FerretDB commits out of timestamp order)', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  it('makes live queries read its document again instead of undoing the newer changes', async () => {
+    const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'oplog').open();
+    const external = new MongoClient(opened.url!);
+    try {
+      const c = new Collection('late', { database: opened.database });
+      await c.insertAsync({ _id: 'a', n: 1 });
+      const all = await mirror(c, {});
+      await c.insertAsync({ _id: 'b', n: 2 });
+      await converges(c, all.docs, {});
+      // What a late commit looks like: entries a step older than the newest one applied, an insert
+      // (of a document removed since) and an update (older than a's state), appearing only now.
+      const oplog = external.db('local').collection('oplog.rs');
+      const [newest] = await oplog.find({ ns: `${opened.dbName}.late` }).sort({ $natural: -1 }).limit(1).toArray();
+      const ts = newest!.ts as Timestamp;
+      const older = ts.low > 0 ? new Timestamp({ t: ts.high, i: ts.low - 1 }) : new Timestamp({ t: ts.high - 1, i: 1 });
+      const ns = `${opened.dbName}.late`;
+      await oplog.insertMany([
+        { ts: older, op: 'i', ns, o: { _id: 'gone', n: 3 }, v: 2, wall: new Date() },
+        { ts: older, op: 'u', ns, o2: { _id: 'a' }, o: { $set: { n: 9 } }, v: 2, wall: new Date() },
+      ]);
+      await c.insertAsync({ _id: 'c', n: 4 });
+      await converges(c, all.docs, {});
+      assert.deepEqual([...all.docs.entries()].sort(), [['a', { n: 1 }], ['b', { n: 2 }], ['c', { n: 4 }]]);
+      all.stop();
+    } finally {
+      await external.close();
+      await opened.cleanup();
     }
   });
 });
