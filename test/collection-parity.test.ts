@@ -161,6 +161,14 @@ for (const target of targets) {
       assert.deepEqual(await ids({ n: -1, _id: -1 }), ['c', 'b', 'a']);
     });
 
+    it('adds to a set that already holds a duplicate, keeping it', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', tags: ['z', 'z'] });
+      await c.updateAsync('a', { $addToSet: { tags: 'y' } });
+      await c.updateAsync('a', { $addToSet: { tags: { $each: ['z', 'x', 'x'] } } });
+      assert.deepEqual((await c.findOneAsync('a'))?.tags, ['z', 'z', 'y', 'x']);
+    });
+
     it('evaluates MongoDB query operators', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'a', tags: ['red', 'blue'], n: 1, name: 'Alpha', items: [{ k: 1, v: 'x' }, { k: 2, v: 'y' }] });

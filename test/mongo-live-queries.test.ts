@@ -161,6 +161,16 @@ function liveSuite(target: DatabaseTarget): void {
       seen.stop();
     });
 
+    it('shows a value added to a set that already holds a duplicate', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', tags: ['z', 'z'] });
+      const seen = await mirror(c, {});
+      await c.updateAsync('a', { $addToSet: { tags: 'y' } });
+      await converges(c, seen.docs, {});
+      assert.deepEqual(seen.docs.get('a'), { tags: ['z', 'z', 'y'] });
+      seen.stop();
+    });
+
     it('shares one live query between many observers', async () => {
       const c = collection();
       const created = liveQueryMetrics.created.get();
