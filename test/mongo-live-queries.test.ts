@@ -19,6 +19,7 @@ import { EJSON } from '../src/ddp/ejson.js';
 import { dataMetrics } from '../src/data/data-metrics.js';
 import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
 import { createServer } from '../src/server/app.js';
+import { killCursors } from '../scripts/live-diff/targets.js';
 import { freshDatabase, mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { apm } from '../src/metrics/apm.js';
 import { RawPeer } from './helpers.js';
@@ -386,6 +387,28 @@ describe('an oplog entry committed after newer ones (FerretDB commits out of tim
       await c.insertAsync({ _id: 'c', n: 4 });
       await converges(c, all.docs, {});
       assert.deepEqual([...all.docs.entries()].sort(), [['a', { n: 1 }], ['b', { n: 2 }], ['c', { n: 4 }]]);
+      all.stop();
+    } finally {
+      await external.close();
+      await opened.cleanup();
+    }
+  });
+});
+
+describe('a change stream whose cursor is killed', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  it('is resumed by the driver, and its live queries re-read what the server may not replay', async () => {
+    const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'change-stream').open();
+    const external = new MongoClient(opened.url!);
+    try {
+      const c = new Collection('killed', { database: opened.database });
+      for (let i = 0; i < 3; i++) await c.insertAsync({ _id: `k${i}`, n: i });
+      const all = await mirror(c, {});
+      const db = external.db(opened.dbName);
+      await killCursors(db, 'killed');
+      await db.collection<{ _id: string; n: number }>('killed').insertOne({ _id: 'after', n: 9 });
+      await db.collection<{ _id: string; n: number }>('killed').deleteOne({ _id: 'k0' });
+      await converges(c, all.docs, {});
+      assert.deepEqual([...all.docs.keys()].sort(), ['after', 'k1', 'k2']);
       all.stop();
     } finally {
       await external.close();

@@ -209,13 +209,13 @@ export async function runLiveDiff(options: Partial<DiffOptions> & { target: Targ
       o.trace?.(`burst ${step + 1}: ${direct ? 'direct' : together ? 'at once' : 'in turn'}${interruptAt >= 0 ? `, interrupted before write ${interruptAt}` : ''}: ${JSON.stringify(ops)}`);
       if (direct) {
         for (const [i, op] of ops.entries()) {
-          if (i === interruptAt) target.interrupt();
+          if (i === interruptAt) await target.interrupt();
           await target.direct!(op);
         }
         report.directWrites += ops.length;
       } else if (interruptAt >= 0) {
         await writer.call('diff.write', name, ops.slice(0, interruptAt), together);
-        target.interrupt();
+        await target.interrupt();
         await writer.call('diff.write', name, ops.slice(interruptAt), together);
       } else {
         await writer.call('diff.write', name, ops, together);

@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MongoClient, type Db } from 'mongodb';
+import { Long, MongoClient, type Db } from 'mongodb';
 import { serviceUrl } from '../services/control.js';
 import { Collection } from '../../src/collections/collection.js';
 import { openDatabase, type Database, type DatabaseOptions } from '../../src/collections/database.js';
@@ -39,8 +39,8 @@ export interface OpenTarget {
    * in commit order; every follower of those oplogs ends on the wrong document.
    */
   concurrentWrites: boolean;
-  /** Interrupts the change source (its feed re-reads), where that can be done. */
-  interrupt(): void;
+  /** Interrupts the change source, where that can be done: its live queries re-read, and change streams lose their cursors. */
+  interrupt(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -115,6 +115,19 @@ async function mongoBase(server: 'mongo-java-server' | 'ferretdb'): Promise<stri
   return url;
 }
 
+/**
+ * Kills the server cursors open on collection `name`, the change streams following it among them. Servers number
+ * cursors upwards: a fresh cursor's id, and the few hundred before it.
+ */
+export async function killCursors(db: Db, name: string): Promise<void> {
+  const probe = db.collection(name).find({}, { batchSize: 1 });
+  await probe.hasNext();
+  const newest = probe.id === undefined ? 0 : Number(probe.id);
+  await probe.close();
+  const ids = Array.from({ length: 500 }, (_, i) => newest - i).filter((id) => id > 0).map((id) => Long.fromNumber(id));
+  if (ids.length > 0) await db.command({ killCursors: name, cursors: ids });
+}
+
 function withDb(base: string, db: string): string {
   const u = new URL(base);
   u.pathname = `/${db}`;
@@ -134,7 +147,7 @@ export async function openTarget(target: TargetName, name: string, port = 0): Pr
       lagMs: 500,
       concurrentWrites: true,
       find: async (selector, options) => (await collection.find(selector, options).fetchAsync()) as Doc[],
-      interrupt: () => undefined,
+      interrupt: async () => undefined,
       async close() {
         await server.close();
         await database.close();
@@ -175,8 +188,9 @@ export async function openTarget(target: TargetName, name: string, port = 0): Pr
     concurrentWrites: source !== 'oplog',
     find: (selector, options) => db.collection<Doc>(name).find(selector, { sort: options.sort, projection: options.fields }).toArray(),
     direct: (op) => applyDirect(db, name, op),
-    interrupt() {
+    async interrupt() {
       for (const { database } of opened) hubOf(database)?.resync('interrupted by the differential run', name);
+      if (source === 'change-stream') await killCursors(db, name);
     },
     async close() {
       for (const { server: s, database, bus } of opened) {
