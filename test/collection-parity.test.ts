@@ -166,6 +166,24 @@ for (const target of targets) {
       assert.deepEqual(await c.find({ n: 1 }).mapAsync((d) => d._id), ['s1', 's5', 's9']);
     });
 
+    it('sorts a missing field as null, ties broken by the next key', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'b' });
+      await c.insertAsync({ _id: 'a', n: null });
+      await c.insertAsync({ _id: 'c', n: 1 });
+      const ids = async (sort: Record<string, 1 | -1>) => (await c.find({}, { sort }).mapAsync((d) => d._id));
+      assert.deepEqual(await ids({ n: 1, _id: 1 }), ['a', 'b', 'c']);
+      assert.deepEqual(await ids({ n: -1, _id: -1 }), ['c', 'b', 'a']);
+    });
+
+    it('adds to a set that already holds a duplicate, keeping it', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', tags: ['z', 'z'] });
+      await c.updateAsync('a', { $addToSet: { tags: 'y' } });
+      await c.updateAsync('a', { $addToSet: { tags: { $each: ['z', 'x', 'x'] } } });
+      assert.deepEqual((await c.findOneAsync('a'))?.tags, ['z', 'z', 'y', 'x']);
+    });
+
     it('evaluates MongoDB query operators', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'a', tags: ['red', 'blue'], n: 1, name: 'Alpha', items: [{ k: 1, v: 'x' }, { k: 2, v: 'y' }] });

@@ -192,6 +192,19 @@ describe('live queries', () => {
     w.handle.stop();
   });
 
+  it('keeps a window right when its projection hides the sort field and a document in it changes', async () => {
+    await items.insertAsync({ _id: 'a', color: 'b', n: 1 });
+    await items.insertAsync({ _id: 'b', color: 'a', n: 1 });
+    const options: FindOptions = { sort: { color: 1 }, limit: 1, fields: { n: 1 } };
+    const w = await watch(items.find({}, options));
+    assert.deepEqual(w.take(), [['added', 'b', { n: 1 }]]);
+    // A change to a published field only: 'b' still sorts first.
+    await items.updateAsync('b', { $set: { n: 5 } });
+    assert.deepEqual(w.take(), [['changed', 'b', { n: 5 }]]);
+    assert.deepEqual(w.docs, await expected(items, {}, options));
+    w.handle.stop();
+  });
+
   it('re-runs queries a single document cannot decide, throttled, and write fences wait for them', async () => {
     for (let i = 1; i <= 5; i++) await items.insertAsync({ _id: `r${i}`, n: i });
     const w = await watch(items.find({}, { limit: 2 }));

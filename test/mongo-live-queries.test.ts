@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { MongoClient } from 'mongodb';
+import { MongoClient, Timestamp } from 'mongodb';
 import { serviceUrl, startService, type RunningService } from '../scripts/services/control.js';
 import { Collection } from '../src/collections/collection.js';
 import { openDatabase, type Database } from '../src/collections/database.js';
@@ -19,6 +19,7 @@ import { EJSON } from '../src/ddp/ejson.js';
 import { dataMetrics } from '../src/data/data-metrics.js';
 import { liveQueryMetrics } from '../src/reactive/reactive-metrics.js';
 import { createServer } from '../src/server/app.js';
+import { killCursors } from '../scripts/live-diff/targets.js';
 import { freshDatabase, mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { apm } from '../src/metrics/apm.js';
 import { RawPeer } from './helpers.js';
@@ -143,6 +144,31 @@ function liveSuite(target: DatabaseTarget): void {
       await external.db(dbName).collection(c.name).updateOne({ _id: 'w5' as never }, { $set: { n: 50 } });
       for (let i = 10; i <= 19; i++) await c.removeAsync(`w${i}`);
       await converges(c, seen.docs, {}, options);
+      seen.stop();
+    });
+
+    it('sorts a missing field as MongoDB does, equal to null: a window over both keeps showing what the database returns', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', n: null });
+      await c.insertAsync({ _id: 'b' });
+      await c.insertAsync({ _id: 'c', n: 1 });
+      const options: FindOptions = { sort: { n: 1, _id: 1 }, limit: 1 };
+      const seen = await mirror(c, {}, options);
+      assert.deepEqual([...seen.docs.keys()], ['a'], 'null and missing tie, and a comes before b');
+      // 'a' moves within the window's order without changing its sort key.
+      await c.updateAsync('a', { $set: { label: 'x' } });
+      await converges(c, seen.docs, {}, options);
+      assert.deepEqual([...seen.docs.keys()], ['a']);
+      seen.stop();
+    });
+
+    it('shows a value added to a set that already holds a duplicate', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', tags: ['z', 'z'] });
+      const seen = await mirror(c, {});
+      await c.updateAsync('a', { $addToSet: { tags: 'y' } });
+      await converges(c, seen.docs, {});
+      assert.deepEqual(seen.docs.get('a'), { tags: ['z', 'z', 'y'] });
       seen.stop();
     });
 
@@ -310,6 +336,83 @@ describe('a document an upsert inserts, published over fan-out', { skip: targets
     } finally {
       await database.close();
       await fresh.drop();
+    }
+  });
+});
+
+describe('writes that matched fewer documents than they name, published over fan-out', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  it('changes and removes only what the write did: a replacement by id of a missing document is no insert', async () => {
+    const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
+    const database = await openDatabase({ mongoUrl: fresh.url, fanout: { bus: new MemoryBus(), serverId: 'no-match-test' } });
+    try {
+      const c = new Collection('unmatched', { database });
+      await c.insertAsync({ _id: 'here', n: 1 });
+      const all = await mirror(c, {});
+      assert.equal(await c.updateAsync('ghost', { n: 2 }), 0);
+      assert.equal(await c.updateAsync({ _id: { $in: ['ghost', 'here'] }, n: 5 }, { $set: { n: 3 } }, { multi: true }), 0);
+      await c.insertAsync({ _id: 'gone', n: 5 });
+      assert.equal(await c.removeAsync({ _id: { $in: ['gone', 'here'] }, n: 5 }), 1);
+      await c.updateAsync('here', { $set: { seen: true } });
+      await converges(c, all.docs, {});
+      assert.deepEqual([...all.docs.entries()], [['here', { n: 1, seen: true }]]);
+      all.stop();
+    } finally {
+      await database.close();
+      await fresh.drop();
+    }
+  });
+});
+
+describe('an oplog entry committed after newer ones (FerretDB commits out of timestamp order)', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  it('makes live queries read its document again instead of undoing the newer changes', async () => {
+    const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'oplog').open();
+    const external = new MongoClient(opened.url!);
+    try {
+      const c = new Collection('late', { database: opened.database });
+      await c.insertAsync({ _id: 'a', n: 1 });
+      const all = await mirror(c, {});
+      await c.insertAsync({ _id: 'b', n: 2 });
+      await converges(c, all.docs, {});
+      // What a late commit looks like: entries a step older than the newest one applied, an insert
+      // (of a document removed since) and an update (older than a's state), appearing only now.
+      const oplog = external.db('local').collection('oplog.rs');
+      const [newest] = await oplog.find({ ns: `${opened.dbName}.late` }).sort({ $natural: -1 }).limit(1).toArray();
+      const ts = newest!.ts as Timestamp;
+      const older = ts.low > 0 ? new Timestamp({ t: ts.high, i: ts.low - 1 }) : new Timestamp({ t: ts.high - 1, i: 1 });
+      const ns = `${opened.dbName}.late`;
+      await oplog.insertMany([
+        { ts: older, op: 'i', ns, o: { _id: 'gone', n: 3 }, v: 2, wall: new Date() },
+        { ts: older, op: 'u', ns, o2: { _id: 'a' }, o: { $set: { n: 9 } }, v: 2, wall: new Date() },
+      ]);
+      await c.insertAsync({ _id: 'c', n: 4 });
+      await converges(c, all.docs, {});
+      assert.deepEqual([...all.docs.entries()].sort(), [['a', { n: 1 }], ['b', { n: 2 }], ['c', { n: 4 }]]);
+      all.stop();
+    } finally {
+      await external.close();
+      await opened.cleanup();
+    }
+  });
+});
+
+describe('a change stream whose cursor is killed', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+  it('is resumed by the driver, and its live queries re-read what the server may not replay', async () => {
+    const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'change-stream').open();
+    const external = new MongoClient(opened.url!);
+    try {
+      const c = new Collection('killed', { database: opened.database });
+      for (let i = 0; i < 3; i++) await c.insertAsync({ _id: `k${i}`, n: i });
+      const all = await mirror(c, {});
+      const db = external.db(opened.dbName);
+      await killCursors(db, 'killed');
+      await db.collection<{ _id: string; n: number }>('killed').insertOne({ _id: 'after', n: 9 });
+      await db.collection<{ _id: string; n: number }>('killed').deleteOne({ _id: 'k0' });
+      await converges(c, all.docs, {});
+      assert.deepEqual([...all.docs.keys()].sort(), ['after', 'k1', 'k2']);
+      all.stop();
+    } finally {
+      await external.close();
+      await opened.cleanup();
     }
   });
 });

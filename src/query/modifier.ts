@@ -134,6 +134,37 @@ function effectiveOperators(doc: Document, ops: Record<string, Document>, insert
   return out;
 }
 
+/**
+ * `$addToSet` as the `$push` of the values its array lacks. mingo's compares the
+ * array deduplicated with its old length: one already holding a duplicate
+ * (`[a, a]`) took no new value, or lost its duplicates, where MongoDB keeps them
+ * and adds the value. Positional paths and non-arrays stay with mingo (and checkTargets).
+ */
+function addToSetAsPush(doc: Document, ops: Record<string, Document>): Record<string, Document> {
+  const { $addToSet, ...rest } = ops;
+  if (!$addToSet) return ops;
+  const kept: Document = {};
+  const push: Document = {};
+  for (const [path, arg] of Object.entries($addToSet)) {
+    const found = lookup(doc, path);
+    const current = 'value' in found ? found.value : undefined;
+    const values = isPlainObject(arg) && '$each' in arg ? arg.$each : [arg];
+    if (path.includes('$') || (rest.$push && path in rest.$push) || !Array.isArray(values) || (current !== undefined && !Array.isArray(current))) {
+      kept[path] = arg;
+      continue;
+    }
+    const missing: unknown[] = [];
+    for (const value of values) {
+      if (![...((current as unknown[] | undefined) ?? []), ...missing].some((x) => EJSON.equals(x, value))) missing.push(value);
+    }
+    if (current === undefined || missing.length > 0) push[path] = { $each: missing };
+  }
+  const out: Record<string, Document> = { ...rest };
+  if (Object.keys(push).length > 0) out.$push = { ...rest.$push, ...push };
+  if (Object.keys(kept).length > 0) out.$addToSet = kept;
+  return out;
+}
+
 export interface ApplyContext {
   /** The update's selector: resolves positional (`a.$`) paths. */
   selector: Document;
@@ -149,7 +180,7 @@ export function applyModifier(doc: Document, modifier: Modifier, context: ApplyC
     const next = { _id: doc._id, ...fields };
     return EJSON.equals(next, doc, { keyOrderSensitive: true }) ? doc : next;
   }
-  const ops = effectiveOperators(doc, modifier.ops, context.inserting);
+  const ops = addToSetAsPush(doc, effectiveOperators(doc, modifier.ops, context.inserting));
   const next = EJSON.clone(doc);
   try {
     checkTargets(next, ops);

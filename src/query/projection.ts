@@ -15,6 +15,20 @@ export interface Projector {
   readonly topLevelFields: ReadonlySet<string> | 'all';
 }
 
+/**
+ * A projection that keeps what `spec` keeps and the top-level `fields` too
+ * (undefined: the whole document). A live query reads with it: it tests its
+ * selector and sort on the documents it holds, whatever it publishes of them.
+ */
+export function widenProjection(spec: Projection | undefined, fields: ReadonlySet<string> | 'all'): Projection | undefined {
+  if (spec === undefined || fields === 'all') return undefined;
+  const kept = compileProjection(spec).topLevelFields;
+  if (kept !== 'all') return Object.fromEntries([...kept, ...fields].map((field) => [field, 1]));
+  // An exclusion (or an operator projection): still leave out what no read field is part of.
+  const excluded = Object.entries(spec).filter(([path, v]) => (v === 0 || v === false) && path !== '_id' && !fields.has(path.split('.')[0]!));
+  return excluded.length > 0 ? Object.fromEntries(excluded) : undefined;
+}
+
 const IDENTITY: Projector = { apply: (doc) => ({ ...doc }), topLevelFields: 'all' };
 
 function isOperatorProjection(value: unknown): boolean {

@@ -25,9 +25,13 @@ export function normalizeSort(spec: SortSpecifier | undefined): SortKeys | undef
   return keys.length > 0 ? keys : undefined;
 }
 
-/** Arrays sort by their smallest element ascending and largest descending, as in MongoDB. */
+/**
+ * What a document sorts by, as in MongoDB: a missing field as null; an array by
+ * its smallest element ascending and largest descending, an empty one below null.
+ */
 function sortValue(doc: Document, path: string, dir: 1 | -1): unknown {
   const value = resolve(doc, path) as unknown;
+  if (value === undefined) return null;
   if (!Array.isArray(value)) return value;
   if (value.length === 0) return undefined;
   let best: unknown = value[0];

@@ -18,7 +18,7 @@ import type { Logger } from '../log.js';
 import { messageBytes } from '../metrics/message-size.js';
 import { liveQueryMetrics } from './reactive-metrics.js';
 import { applyModifier, parseModifier } from '../query/modifier.js';
-import { compileProjection, type Projector } from '../query/projection.js';
+import { compileProjection, widenProjection, type Projector } from '../query/projection.js';
 import { compileSelector, type Matcher } from '../query/selector.js';
 import { compileStableSort, type Comparator } from '../query/sort.js';
 import type { ChangeEvent } from '../data/change-source.js';
@@ -274,10 +274,15 @@ export class LiveQuery {
 
   // ---- loading and re-querying ----
 
-  /** The query a (re)load runs: a window reads its buffer too. */
+  /**
+   * The query a (re)load runs: with the fields the selector and sort read, which
+   * the copies changes are applied to need even when the projection hides them;
+   * a window reads its buffer too.
+   */
   private loadSpec(): QuerySpec {
-    if (this.strategy !== 'window') return this.spec;
-    return { ...this.spec, skip: undefined, limit: this.windowSize() };
+    const spec = { ...this.spec, projection: widenProjection(this.spec.projection, this.reads) };
+    if (this.strategy !== 'window') return spec;
+    return { ...spec, skip: undefined, limit: this.windowSize() };
   }
 
   /** How many sorted matches a window keeps; undefined (all of them) for skip without limit. */

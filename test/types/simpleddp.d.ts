@@ -6,6 +6,7 @@ declare module 'simpleddp' {
   interface Subscription {
     ready(): Promise<void>;
     stop(): Promise<void>;
+    remove(): void;
   }
   interface DDPCollection<T> {
     fetch(): T[];

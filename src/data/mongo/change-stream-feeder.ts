@@ -3,8 +3,9 @@
  * database, filtered on the server to the collections that have live queries
  * (reopened, from its resume token, when that set changes), or, where the
  * server only streams single collections (mongo-java-server), one stream per
- * watched collection. A stream that fails is resumed from its token; when it
- * cannot be (history lost), the live queries of its collections re-read.
+ * watched collection. A stream that fails is resumed from its token, and the
+ * live queries of its collections re-read (a server without the history
+ * resumes from now), as after the driver resumed a stream by itself.
  *
  * Each stream is read by a loop of tryNext(): MongoDB holds an empty read open
  * (awaitData), but mongo-java-server answers it at once, and the driver's own
@@ -46,6 +47,11 @@ function buffered(stream: ChangeStream): number {
   const cursor = (stream as unknown as { cursor?: { bufferedCount?(): number } }).cursor;
   return typeof cursor?.bufferedCount === 'function' ? cursor.bufferedCount() : 1;
 }
+/** The driver's cursor under a stream: it replaces it when it resumes the stream by itself. */
+function cursorOf(stream: ChangeStream): unknown {
+  return (stream as unknown as { cursor?: unknown }).cursor;
+}
+
 const MIN_PAUSE_MS = 20;
 const MAX_PAUSE_MS = 200;
 
@@ -149,12 +155,19 @@ export class ChangeStreamFeeder {
     let serverWaits = false;
     let pause = MIN_PAUSE_MS;
     let woken = false;
+    let cursor = cursorOf(stream);
     try {
       while (!this.closed && this.streams.get(key) === entry) {
         const started = Date.now();
         const event = await stream.tryNext();
         this.clients.succeeded(entry.client);
         markOpened();
+        if (cursorOf(stream) !== cursor) {
+          // The driver resumed the stream after a resumable error (its cursor was killed, a
+          // failover): as after a reopen of ours, a server without the history resumes from now.
+          cursor = cursorOf(stream);
+          this.hub.resync('change stream resumed by the driver', this.scope === 'database' ? undefined : key);
+        }
         if (event) {
           this.failures = 0;
           // Our own writes wake this loop anyway; only changes found by a timed read

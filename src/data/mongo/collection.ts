@@ -74,11 +74,14 @@ export class MongoCollection implements CollectionDriver {
       // holding the document applies it, another reads the document if it could now match).
       // A document an upsert inserted goes by id alone: its modifier says nothing of the fields
       // it lacks, which a selector like `{owner: null}` or `{}` matches.
-      const events: Array<{ op: 'update'; id: unknown; modifier?: Document; doc?: Document }> = ids.map((id) =>
-        operators ? { op: 'update', id, modifier } : { op: 'update', id, doc: { ...modifier, _id: id } },
-      );
+      // The ids are those the selector names or matched just before: when the write matched
+      // fewer, which ones it changed is unknown, and a server given the change would apply it
+      // (or show a replacement) all the same. They then go by id alone, to be read again.
+      const known = result.matchedCount === ids.length;
+      const events: Array<{ op: 'update'; id: unknown; modifier?: Document; doc?: Document }> =
+        result.matchedCount === 0 ? [] : ids.map((id) => (!known ? { op: 'update', id } : operators ? { op: 'update', id, modifier } : { op: 'update', id, doc: { ...modifier, _id: id } }));
       if (upsertedId !== undefined) events.push(operators ? { op: 'update', id: upsertedId } : { op: 'update', id: upsertedId, doc: { ...modifier, _id: upsertedId } });
-      this.host.publish(this.name, events);
+      if (events.length > 0) this.host.publish(this.name, events);
     }
     const out: UpdateResult & WriteOutcome = {
       numberAffected: result.matchedCount + result.upsertedCount,
@@ -93,7 +96,9 @@ export class MongoCollection implements CollectionDriver {
     const filter = toMongo(selector) as BsonDocument;
     const ids = await this.touchedIds(selector, filter, true);
     const result = await this.call(() => this.raw.deleteMany(filter));
-    if (result.deletedCount > 0) this.host.publish?.(this.name, ids.map((id) => ({ op: 'remove', id })));
+    // Fewer removed than named or matched before: which ones is unknown, so each is read again (as an update by id).
+    const known = result.deletedCount === ids.length;
+    if (result.deletedCount > 0) this.host.publish?.(this.name, ids.map((id) => (known ? { op: 'remove', id } : { op: 'update', id })));
     return { removed: result.deletedCount, token: this.token(ids, result.deletedCount, after, ids.length === 0) };
   }
 

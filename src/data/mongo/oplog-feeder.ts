@@ -6,7 +6,8 @@
  * short interval: right after this process writes, and at most `intervalMs`
  * later otherwise, backing off while nothing happens. Each read starts a second
  * before the newest entry seen and skips entries already seen, because FerretDB
- * may commit entries out of timestamp order. Entry shapes handled: inserts,
+ * may commit entries out of timestamp order; an entry found after a newer one
+ * only makes the live queries read its document again. Entry shapes handled: inserts,
  * deletes, updates as operators ($set, $inc, ...), as MongoDB 5's `$v: 2`
  * diffs, as replacements, and FerretDB's whole-document `$set`; drops re-read.
  */
@@ -114,8 +115,10 @@ export class OplogFeeder {
           const key = entry._id === undefined ? `${entry.ts.toString()}:${JSON.stringify(entry.o2 ?? entry.o)}` : String(entry._id);
           if (this.seen.has(key)) continue;
           this.seen.set(key, entry.ts.high);
-          if (entry.ts.greaterThan(this.lastTs)) this.lastTs = entry.ts;
-          this.apply(entry);
+          if (entry.ts.greaterThan(this.lastTs)) {
+            this.lastTs = entry.ts;
+            this.apply(entry);
+          } else this.applyLate(entry);
           found++;
         }
         for (const [key, t] of this.seen) if (t < this.lastTs.high - 2) this.seen.delete(key);
@@ -135,6 +138,20 @@ export class OplogFeeder {
     const pause = this.again ? 0 : Math.min(this.options.maxIntervalMs, this.options.minIntervalMs * 2 ** Math.min(this.idle, 8));
     this.again = false;
     this.schedule(this.failing ? 1000 : pause);
+  }
+
+  /**
+   * An entry older than one already applied, committed after it: applied now, it would undo the
+   * newer change (an insert found after its document's delete would bring it back). The live
+   * queries read the document again instead.
+   */
+  private applyLate(entry: OplogEntry): void {
+    if (entry.op !== 'i' && entry.op !== 'u' && entry.op !== 'd') {
+      this.apply(entry);
+      return;
+    }
+    const collection = entry.ns.slice(entry.ns.indexOf('.') + 1);
+    this.hub.emit({ collection, op: 'update', id: fromMongo(entry.op === 'u' ? entry.o2?._id : entry.o._id) });
   }
 
   private apply(entry: OplogEntry): void {
