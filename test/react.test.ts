@@ -157,6 +157,25 @@ describe('perseid/react', () => {
     root.unmount();
   });
 
+  it('is loading again when the provider hands it another client, with the same parameters', async () => {
+    function Picked(): ReactNode {
+      const isLoading = useSubscribe('taskByText', 'a');
+      return createElement('i', { 'data-loading': String(isLoading()) });
+    }
+    const { root, container } = mount(client, createElement(Picked));
+    await eventually(() => attr(container, 'i', 'data-loading') === 'false', "'a' ready on the first client");
+    // A client that never connects: its subscription cannot be ready.
+    const other = new DDPClient(t.url, { autoConnect: false });
+    try {
+      root.render(createElement(DDPProvider, { client: other }, createElement(Picked)));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(attr(container, 'i', 'data-loading'), 'true', 'the other client has not made it ready');
+    } finally {
+      root.unmount();
+      other.disconnect();
+    }
+  });
+
   it("shows a stub's insert at once through useMethod, pending until the server answers", async () => {
     const { root, container } = mount(client, createElement(TaskList, { onlyOpen: false }));
     await eventually(() => attr(container, 'section', 'data-loading') === 'false', 'the subscription ready');

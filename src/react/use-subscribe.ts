@@ -17,16 +17,16 @@ export function useSubscribe(publication?: string | PublicationDefinition | null
   const key = name ? `${name}:${EJSON.stringify(params)}` : '';
   const latestParams = useRef(params);
   latestParams.current = params;
-  // Readiness of the subscription for `key`: reset as soon as the key changes, since a
-  // new subscription is made even for a key that was ready before.
-  const [readiness, setReadiness] = useState({ key, ready: false });
-  if (readiness.key !== key) setReadiness({ key, ready: false });
+  // Readiness of the subscription for `key` on `client`: reset as soon as either changes, since a
+  // new subscription is made even for a key that was ready before (or ready on another client).
+  const [readiness, setReadiness] = useState({ client, key, ready: false });
+  if (readiness.key !== key || readiness.client !== client) setReadiness({ client, key, ready: false });
   useEffect(() => {
     if (!name) return undefined;
     const subscription = client.subscribe(name, ...latestParams.current);
     let active = true;
     subscription.ready.then(
-      () => active && setReadiness({ key, ready: true }),
+      () => active && setReadiness({ client, key, ready: true }),
       () => undefined, // an error ends it; the page sees it through onStop if it asks
     );
     return () => {
@@ -34,6 +34,6 @@ export function useSubscribe(publication?: string | PublicationDefinition | null
       subscription.stop();
     };
   }, [client, name, key]);
-  const loading = name ? !(readiness.key === key && readiness.ready) : false;
+  const loading = name ? !(readiness.key === key && readiness.client === client && readiness.ready) : false;
   return () => loading;
 }
