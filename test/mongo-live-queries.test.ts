@@ -316,7 +316,10 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
   });
 });
 
-describe('a document an upsert inserts, published over fan-out', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+/** The suites below run on mongo-java-server only (fan-out, its writable oplog, killing cursors). */
+const ON_MONGO_JAVA_SERVER = { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' };
+
+describe('a document an upsert inserts, published over fan-out', ON_MONGO_JAVA_SERVER, () => {
   it('reaches queries that match it by a field it lacks, and the empty selector', async () => {
     const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
     // Fan-out without a relay: live queries learn of this process's writes from what its driver publishes.
@@ -340,7 +343,7 @@ describe('a document an upsert inserts, published over fan-out', { skip: targets
   });
 });
 
-describe('writes that matched fewer documents than they name, published over fan-out', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+describe('writes that matched fewer documents than they name, published over fan-out', ON_MONGO_JAVA_SERVER, () => {
   it('changes and removes only what the write did: a replacement by id of a missing document is no insert', async () => {
     const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
     const database = await openDatabase({ mongoUrl: fresh.url, fanout: { bus: new MemoryBus(), serverId: 'no-match-test' } });
@@ -363,7 +366,7 @@ describe('writes that matched fewer documents than they name, published over fan
   });
 });
 
-describe('an oplog entry committed after newer ones (FerretDB commits out of timestamp order)', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+describe('an oplog entry committed after newer ones (FerretDB commits out of timestamp order)', ON_MONGO_JAVA_SERVER, () => {
   it('makes live queries read its document again instead of undoing the newer changes', async () => {
     const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'oplog').open();
     const external = new MongoClient(opened.url!);
@@ -395,7 +398,7 @@ describe('an oplog entry committed after newer ones (FerretDB commits out of tim
   });
 });
 
-describe('a change stream whose cursor is killed', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+describe('a change stream whose cursor is killed', ON_MONGO_JAVA_SERVER, () => {
   it('is resumed by the driver, and its live queries re-read what the server may not replay', async () => {
     const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'change-stream').open();
     const external = new MongoClient(opened.url!);
@@ -417,7 +420,7 @@ describe('a change stream whose cursor is killed', { skip: targets.some((t) => t
   });
 });
 
-describe('the relay, told on the bus that a server watches a new collection', { skip: targets.some((t) => t.server === 'mongo-java-server') ? false : 'mongo-java-server is not available' }, () => {
+describe('the relay, told on the bus that a server watches a new collection', ON_MONGO_JAVA_SERVER, () => {
   it('follows it at once, not at its next check', async () => {
     const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
     const bus = new MemoryBus();
