@@ -153,9 +153,11 @@ function addToSetAsPush(doc: Document, ops: Record<string, Document>): Record<st
       kept[path] = arg;
       continue;
     }
+    const existing = (current as unknown[] | undefined) ?? [];
     const missing: unknown[] = [];
     for (const value of values) {
-      if (![...((current as unknown[] | undefined) ?? []), ...missing].some((x) => EJSON.equals(x, value))) missing.push(value);
+      const holds = (list: readonly unknown[]) => list.some((x) => EJSON.equals(x, value));
+      if (!holds(existing) && !holds(missing)) missing.push(value);
     }
     if (current === undefined || missing.length > 0) push[path] = { $each: missing };
   }
