@@ -48,6 +48,11 @@ export function diffToModifier(diff: BsonDocument, prefix = '', out: { $set: Bso
   return out;
 }
 
+/** The collection an entry's namespace (`db.collection`) names. */
+function collectionOf(entry: OplogEntry): string {
+  return entry.ns.slice(entry.ns.indexOf('.') + 1);
+}
+
 export class OplogFeeder {
   private lastTs: Timestamp | undefined;
   /** Entries read in the overlap window, by _id, with their time, to skip them when read again. */
@@ -150,13 +155,12 @@ export class OplogFeeder {
       this.apply(entry);
       return;
     }
-    const collection = entry.ns.slice(entry.ns.indexOf('.') + 1);
+    const collection = collectionOf(entry);
     this.hub.emit({ collection, op: 'update', id: fromMongo(entry.op === 'u' ? entry.o2?._id : entry.o._id) });
   }
 
   private apply(entry: OplogEntry): void {
-    const dot = entry.ns.indexOf('.');
-    const collection = entry.ns.slice(dot + 1);
+    const collection = collectionOf(entry);
     switch (entry.op) {
       case 'i':
         this.hub.emit({ collection, op: 'insert', id: fromMongo(entry.o._id), doc: fromMongoDocument(entry.o) });
