@@ -366,11 +366,21 @@ describe('writes that matched fewer documents than they name, published over fan
   });
 });
 
+/** Runs `test` on a fresh database of mongo-java-server followed in `mode`, with a driver client of its own beside. */
+async function onMongoJavaServer(mode: 'oplog' | 'change-stream', test: (opened: Awaited<ReturnType<DatabaseTarget['open']>>, external: MongoClient) => Promise<void>): Promise<void> {
+  const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, mode).open();
+  const external = new MongoClient(opened.url!);
+  try {
+    await test(opened, external);
+  } finally {
+    await external.close();
+    await opened.cleanup();
+  }
+}
+
 describe('an oplog entry committed after newer ones (FerretDB commits out of timestamp order)', ON_MONGO_JAVA_SERVER, () => {
   it('makes live queries read its document again instead of undoing the newer changes', async () => {
-    const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'oplog').open();
-    const external = new MongoClient(opened.url!);
-    try {
+    await onMongoJavaServer('oplog', async (opened, external) => {
       const c = new Collection('late', { database: opened.database });
       await c.insertAsync({ _id: 'a', n: 1 });
       const all = await mirror(c, {});
@@ -391,18 +401,13 @@ describe('an oplog entry committed after newer ones (FerretDB commits out of tim
       await converges(c, all.docs, {});
       assert.deepEqual([...all.docs.entries()].sort(), [['a', { n: 1 }], ['b', { n: 2 }], ['c', { n: 4 }]]);
       all.stop();
-    } finally {
-      await external.close();
-      await opened.cleanup();
-    }
+    });
   });
 });
 
 describe('a change stream whose cursor is killed', ON_MONGO_JAVA_SERVER, () => {
   it('is resumed by the driver, and its live queries re-read what the server may not replay', async () => {
-    const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'change-stream').open();
-    const external = new MongoClient(opened.url!);
-    try {
+    await onMongoJavaServer('change-stream', async (opened, external) => {
       const c = new Collection('killed', { database: opened.database });
       for (let i = 0; i < 3; i++) await c.insertAsync({ _id: `k${i}`, n: i });
       const all = await mirror(c, {});
@@ -413,10 +418,7 @@ describe('a change stream whose cursor is killed', ON_MONGO_JAVA_SERVER, () => {
       await converges(c, all.docs, {});
       assert.deepEqual([...all.docs.keys()].sort(), ['after', 'k1', 'k2']);
       all.stop();
-    } finally {
-      await external.close();
-      await opened.cleanup();
-    }
+    });
   });
 });
 
