@@ -151,6 +151,8 @@ export interface ApmReport {
   idle: { cpuPercent: number; rssMb: number; measured: boolean };
   /** Mean CPU over the last minute's samples, percent of one core. */
   cpuLastMinute: number;
+  /** Seconds the recent windows (methods' and publications' `recent`) cover: 30 to 60, less just after start. */
+  recentSeconds: number;
 }
 
 /** PERSEID_APM: on (also when unset) or off; undefined for anything else, which `perseid start` refuses. */
@@ -183,6 +185,9 @@ export class Apm {
   private lastCounters: Record<string, number> = {};
   private intervalMethods = new Histogram();
   private intervalReady = new Histogram();
+  /** When the recent window began (the previous half's start) and when its current half began, ms since the epoch. */
+  private recentSince = Date.now();
+  private halfSince = this.recentSince;
   private jobsSummary: (() => Promise<unknown>) | undefined;
 
   /** Starts sampling the process (idempotent); the timer does not keep the process alive. */
@@ -192,6 +197,7 @@ export class Apm {
     this.startRss = process.memoryUsage.rss() / (1024 * 1024);
     this.latest = this.process.sample();
     this.lastCounters = metrics.snapshot();
+    this.recentSince = this.halfSince = Date.now();
     let rotations = 0;
     this.timer = setInterval(() => {
       this.sample();
@@ -335,6 +341,8 @@ export class Apm {
   }
 
   private rotate(): void {
+    this.recentSince = this.halfSince;
+    this.halfSince = Date.now();
     for (const stats of this.methods.values()) stats.rotate();
     for (const stats of this.publications.values()) stats.rotate();
   }
@@ -416,6 +424,7 @@ export class Apm {
       overflowed: { methods: this.methods.overflowed, publications: this.publications.overflowed, shapes: this.database.shapes.overflowed },
       idle: Number.isFinite(this.idleRss) ? { cpuPercent: this.idleCpu, rssMb: this.idleRss, measured: true } : { cpuPercent: 0, rssMb: this.startRss, measured: false },
       cpuLastMinute: this.cpuLastMinute(latest),
+      recentSeconds: (Date.now() - this.recentSince) / 1000,
     };
     if (process.env.PERSEID_WORKER_ID !== undefined) report.worker = process.env.PERSEID_WORKER_ID;
     return report;
@@ -447,6 +456,7 @@ export class Apm {
     this.traces.clear();
     this.errors.clear();
     this.history.length = 0;
+    this.recentSince = this.halfSince = Date.now();
   }
 }
 

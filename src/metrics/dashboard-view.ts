@@ -5,7 +5,7 @@
  * points summed over workers, traces and errors merged, with index advice and
  * capacity.
  */
-import { adviceFor, capacityFor, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
+import { adviceFor, capacityFor, type ApmReport, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
 import { mergeShapes, type IndexAdvice } from './advisor.js';
 import type { CapacityReport, CapacityTarget } from './capacity.js';
 import type { ErrorRecord } from './error-store.js';
@@ -88,8 +88,10 @@ export interface DashboardView {
   jobs?: unknown;
 }
 
-/** How long the recent window covers, s (two rotations of 30 s: between 30 and 60; 45 on average). */
-const RECENT_SECONDS = 45;
+/** Per second over a process's recent window; at least a second, so a call just after start is not a burst of thousands. */
+function perSecond(count: number, report: ApmReport): number {
+  return count / Math.max(1, report.recentSeconds);
+}
 
 function counter(snapshot: ApmSnapshot, name: string): number {
   return snapshot.reports.reduce((n, r) => n + (r.counters.find((c) => c.name === name)?.value ?? 0), 0);
@@ -128,19 +130,19 @@ function mergeHistory(histories: HistoryPoint[][]): HistoryPoint[] {
 
 export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): DashboardView {
   const { reports } = snapshot;
-  const methods = new Map<string, { calls: number; errors: number; recentCalls: number; recent: Histogram; parts: number[] }>();
+  const methods = new Map<string, { calls: number; errors: number; rate: number; recent: Histogram; parts: number[] }>();
   for (const r of reports) {
     for (const m of r.methods) {
-      const row = methods.get(m.name) ?? { calls: 0, errors: 0, recentCalls: 0, recent: new Histogram(), parts: PARTS.map(() => 0) };
+      const row = methods.get(m.name) ?? { calls: 0, errors: 0, rate: 0, recent: new Histogram(), parts: PARTS.map(() => 0) };
       row.calls += m.calls;
       row.errors += m.errors;
-      row.recentCalls += m.recent.calls;
+      row.rate += perSecond(m.recent.calls, r);
       row.recent.add(m.recent.time.count > 0 ? m.recent.time : m.time);
       m.parts.forEach((v, i) => (row.parts[i]! += v));
       methods.set(m.name, row);
     }
   }
-  const publications = new Map<string, PublicationRow & { ready: Histogram; reused: number; observers: number; recentSubs: number }>();
+  const publications = new Map<string, PublicationRow & { ready: Histogram; reused: number; observers: number }>();
   for (const r of reports) {
     for (const p of r.publications) {
       const row = publications.get(p.name) ?? {
@@ -159,7 +161,6 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
         ready: new Histogram(),
         reused: 0,
         observers: 0,
-        recentSubs: 0,
       };
       row.subs += p.subs;
       row.active += p.active;
@@ -168,7 +169,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       row.initialBytes += p.initialBytes;
       row.liveDocs += p.live.added + p.live.changed + p.live.removed;
       row.liveBytes += p.liveBytes.added + p.liveBytes.changed + p.liveBytes.removed;
-      row.recentSubs += p.recentSubs;
+      row.rate += perSecond(p.recentSubs, r);
       row.ready.add(p.recentReady.count > 0 ? p.recentReady : p.ready);
       row.reused += p.observersReused;
       row.observers += p.observersCreated + p.observersReused;
@@ -253,7 +254,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
         name,
         calls: m.calls,
         errors: m.errors,
-        rate: m.recentCalls / RECENT_SECONDS,
+        rate: m.rate,
         p50: m.recent.percentile(50),
         p95: m.recent.percentile(95),
         p99: m.recent.percentile(99),
@@ -261,9 +262,8 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       }))
       .sort((a, b) => b.calls - a.calls),
     publications: [...publications.values()]
-      .map(({ ready, reused: r, observers, recentSubs, ...row }) => ({
+      .map(({ ready, reused: r, observers, ...row }) => ({
         ...row,
-        rate: recentSubs / RECENT_SECONDS,
         readyP50: ready.percentile(50),
         readyP95: ready.percentile(95),
         observerReuse: observers ? r / observers : 0,
