@@ -6,7 +6,8 @@
  * parent/child links, the index advisor on the embedded store (ESR order,
  * prefix suppression, drop advice, and a created index making the advice
  * disappear and the shape stop scanning), access to the operational
- * endpoints, and bounded cardinality under 10,000 distinct method names.
+ * endpoints, and bounded cardinality under 10,000 distinct method names
+ * and under filters of made-up field names.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -336,6 +337,30 @@ describe('bounded cardinality', () => {
       assert.ok(series <= NAME_CAP + 1, `series: ${series}`);
       const traces = (await getJson<ApmSnapshot>(`${t.url}/perseid/apm`)).reports[0]!.traces.length;
       assert.ok(traces <= 50, `the slowest traces are a bounded list: ${traces}`);
+    } finally {
+      peer.ws.close();
+      await t.close();
+    }
+  });
+
+  it('a client\'s made-up field names in a filter the app passes on make one short query shape, not a label per name', async () => {
+    const t = await startServer((server, { collection }) => {
+      const listings = collection<{ city: string }>('listings');
+      server.methods({ search: (filter: unknown) => listings.find(filter as Record<string, unknown>).fetchAsync() });
+    });
+    const peer = await RawPeer.connected(t.wsUrl);
+    try {
+      for (let i = 0; i < 30; i++) {
+        const filter = Object.fromEntries(Array.from({ length: 300 }, (_, j) => [`f${i}_${j}_`.padEnd(100, 'x'), 1]));
+        peer.send({ msg: 'method', id: String(i), method: 'search', params: [filter] });
+      }
+      peer.send({ msg: 'method', id: 'city', method: 'search', params: [{ city: 'Oslo' }] });
+      await peer.next((m) => m.msg === 'result' && m.id === 'city', 20000);
+      const text = await (await fetch(`${t.url}/metrics`)).text();
+      const shapes = new Set([...text.matchAll(/^perseid_db_query_shape_operations_total\{.*collection="listings",shape="(.*)"\}/gm)].map((m) => m[1]));
+      assert.deepEqual([...shapes].sort(), ['{(fields too many or too long to name: over 1000 characters)}', '{city: eq}'], 'one shape for every over-long filter, beside the ordinary one');
+      const longest = Math.max(...text.split('\n').map((line) => line.length));
+      assert.ok(longest < 2000, `the longest /metrics line: ${longest} characters`);
     } finally {
       peer.ws.close();
       await t.close();
