@@ -3,12 +3,14 @@
  * query shape is explained once where the server has `explain` (FerretDB
  * reports its backend's plan), and on a server without it (mongo-java-server)
  * the advice is inferred from the collection's indexes and says so. On both,
- * creating the advised index makes the advice disappear.
+ * creating the advised index makes the advice disappear, and its cost does
+ * not claim a count of documents examined that neither server gives.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { MongoClient } from 'mongodb';
 import { serviceUrl } from '../scripts/services/control.js';
+import { adviceLines } from '../src/cli/apm.js';
 import { Collection } from '../src/collections/collection.js';
 import { openDatabase, type Database } from '../src/collections/database.js';
 import { apm } from '../src/metrics/apm.js';
@@ -53,6 +55,9 @@ for (const [name, url] of Object.entries(servers)) {
       assert.deepEqual(advice.index, { owner: 1, at: -1 });
       assert.equal(advice.line, "await new Collection('orders').createIndexAsync({ owner: 1, at: -1 });");
       assert.equal(advice.cost!.inferred, name !== 'ferretdb');
+      // Neither server counts the documents a query examined: the cost says so rather than 0 a second.
+      assert.equal(advice.cost!.docsExaminedPerSecond, null);
+      assert.doesNotMatch(adviceLines([advice]).join('\n'), /\d docs examined\/s/);
       await orders.createIndexAsync({ owner: 1, at: -1 });
       assert.deepEqual(await advise(), []);
     });

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { adviseIndexes, esrIndex, isPrefix, type ShapeFigures } from '../src/metrics/advisor.js';
+import { adviceLines } from '../src/cli/apm.js';
 import { capacityReport } from '../src/metrics/capacity.js';
 import { Histogram } from '../src/metrics/histogram.js';
 import { queryShape } from '../src/metrics/query-shape.js';
@@ -74,6 +75,10 @@ describe('the index advisor', () => {
     assert.equal(inferred.length, 1);
     assert.equal(inferred[0]!.cost!.inferred, true);
     assert.match(inferred[0]!.reason, /inferred/);
+    // Nothing counted the documents examined: not zero, unknown.
+    assert.equal(inferred[0]!.cost!.docsExamined, null);
+    assert.equal(inferred[0]!.cost!.docsExaminedPerSecond, null);
+    assert.match(adviceLines(inferred).join('\n'), /documents examined not reported by the database/);
     assert.deepEqual(adviseIndexes([shape], { c: [{ name: 'owner_1_at_1', keys: { owner: 1, at: 1 } }] }), []);
   });
 

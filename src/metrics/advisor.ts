@@ -76,10 +76,11 @@ export interface IndexAdvice {
 
 export interface AdviceCost {
   ops: number;
-  docsExamined: number;
+  /** Null (with the two below) when no operation's plan counted them: a plan without counts, or none. */
+  docsExamined: number | null;
   docsReturned: number;
-  examinedPerReturned: number;
-  docsExaminedPerSecond: number;
+  examinedPerReturned: number | null;
+  docsExaminedPerSecond: number | null;
   timeMs: number;
   avgMs: number;
   /** No plan was known: judged from the collection's indexes. */
@@ -159,16 +160,19 @@ function costOf(list: ShapeFigures[], inferred: boolean): AdviceCost {
   let returned = 0;
   let first = Infinity;
   let last = 0;
+  let counted = false;
   for (const f of list) {
     ops += f.ops;
     timeMs += f.timeMs;
     first = Math.min(first, f.firstAt);
     last = Math.max(last, f.lastAt);
     if (f.measuredOps > 0) {
+      counted = true;
       // Scaled to every operation of the shape, measured or not.
       examined += (f.examined / f.measuredOps) * f.ops;
       returned += (f.measuredReturned / f.measuredOps) * f.ops;
     } else if (f.plan?.examined !== undefined) {
+      counted = true;
       examined += f.plan.examined * f.ops;
       returned += (f.plan.returned ?? 0) * f.ops;
     } else returned += f.returned;
@@ -176,10 +180,10 @@ function costOf(list: ShapeFigures[], inferred: boolean): AdviceCost {
   const seconds = Math.max(1, (last - first) / 1000);
   return {
     ops,
-    docsExamined: Math.round(examined),
+    docsExamined: counted ? Math.round(examined) : null,
     docsReturned: Math.round(returned),
-    examinedPerReturned: returned > 0 ? examined / returned : examined,
-    docsExaminedPerSecond: examined / seconds,
+    examinedPerReturned: counted ? (returned > 0 ? examined / returned : examined) : null,
+    docsExaminedPerSecond: counted ? examined / seconds : null,
     timeMs,
     avgMs: ops > 0 ? timeMs / ops : 0,
     inferred,
@@ -223,7 +227,7 @@ export function adviseIndexes(
     const cost = costOf(entry.shapes, entry.inferred);
     const reason = entry.inferred
       ? `no index of ${entry.collection} starts with a field these queries test (the database gave no plan: inferred)`
-      : cost.docsExamined > 0
+      : cost.examinedPerReturned !== null
         ? `these queries examine ${cost.examinedPerReturned.toFixed(1)} documents per document returned`
         : 'the database\'s plan for these queries reads the whole collection';
     return {
@@ -236,7 +240,7 @@ export function adviseIndexes(
       cost,
     };
   });
-  advice.sort((a, b) => Number(a.cost!.inferred) - Number(b.cost!.inferred) || b.cost!.docsExaminedPerSecond - a.cost!.docsExaminedPerSecond || b.cost!.timeMs - a.cost!.timeMs);
+  advice.sort((a, b) => Number(a.cost!.inferred) - Number(b.cost!.inferred) || (b.cost!.docsExaminedPerSecond ?? 0) - (a.cost!.docsExaminedPerSecond ?? 0) || b.cost!.timeMs - a.cost!.timeMs);
   // Existing indexes a longer existing or advised index starts with.
   for (const [collection, list] of Object.entries(indexes)) {
     for (const index of list ?? []) {

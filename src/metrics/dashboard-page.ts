@@ -94,7 +94,7 @@ async function refresh() {
   table('t-errors', ['where', 'message', 'count', 'last', 'stack'],
     v.errors.map((e) => [e.kind + ' ' + e.name, e.message + (e.clientError ? ' (sent to the client)' : ''), e.count, new Date(e.lastAt).toLocaleTimeString(), el('details', null, el('summary', null, 'stack'), el('pre', null, e.stack || ''))]));
   table('t-advice', ['', 'collection', 'run this', 'why', 'cost'],
-    v.advice.map((a) => [a.action, a.collection, el('code', null, a.line), a.reason + (a.shapes.length ? ' — ' + a.shapes.join('; ') : ''), a.cost ? fmt(a.cost.docsExaminedPerSecond, 0) + ' docs examined/s, ' + fmt(a.cost.avgMs, 2) + ' ms avg over ' + a.cost.ops + ' ops' : '']));
+    v.advice.map((a) => [a.action, a.collection, el('code', null, a.line), a.reason + (a.shapes.length ? ' — ' + a.shapes.join('; ') : ''), a.cost ? (a.cost.docsExaminedPerSecond === null ? 'documents examined not reported by the database' : fmt(a.cost.docsExaminedPerSecond, 0) + ' docs examined/s') + ', ' + fmt(a.cost.avgMs, 2) + ' ms avg over ' + a.cost.ops + ' ops' : '']));
   const c = v.capacity;
   table('t-capacity', ['sessions', 'users', 'CPU % per 100 sessions', 'MB per 100 sessions', 'CPU % per 100 users', 'MB per 100 users', 'event-loop headroom', 'plan', 'note'],
     [[c.sessions, c.users, fmt(c.cpuPer100Sessions), fmt(c.memoryMbPer100Sessions), fmt(c.cpuPer100Users), fmt(c.memoryMbPer100Users), fmt(c.eventLoopHeadroomPercent, 0) + ' %',
