@@ -3,11 +3,12 @@
  * WebSocket peer for pipelined floods): Kadira's breakdown of a call (wait,
  * db, async, compute, and waitedOn charged to the call that held the queue),
  * OpenTelemetry spans received by the SDK's in-memory exporter with their
- * parent/child links, the index advisor on the embedded store (ESR order,
- * prefix suppression, drop advice, and a created index making the advice
- * disappear and the shape stop scanning), access to the operational
- * endpoints, and bounded cardinality under 10,000 distinct method names
- * and under filters of made-up field names.
+ * parent/child links (a subscription's wait for its live query too), the
+ * index advisor on the embedded store (ESR order, prefix suppression, drop
+ * advice, and a created index making the advice disappear and the shape stop
+ * scanning), access to the operational endpoints, and bounded cardinality
+ * under 10,000 distinct method names and under filters of made-up field
+ * names.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -171,10 +172,18 @@ describe('APM on a real server', () => {
     const other = ddp(t);
     await other.connect();
     try {
+      exporter.reset();
       const first = client.subscribe('items');
       await first.ready();
       const second = other.subscribe('items');
       await second.ready();
+      // Each subscription's span has its wait for the live query as a child: the first started it, the second joined it.
+      const spans = exporter.getFinishedSpans();
+      const subSpans = spans.filter((s) => s.name === 'perseid.subscription/items');
+      assert.equal(subSpans.length, 2, `two subscription spans; got ${spans.map((s) => s.name).join(', ')}`);
+      const observes = subSpans.map((sub) => spans.find((s) => s.name === 'perseid.observe items' && s.parentSpanContext?.spanId === sub.spanContext().spanId));
+      assert.ok(observes.every(Boolean), `a perseid.observe child of each; got ${spans.map((s) => s.name).join(', ')}`);
+      assert.deepEqual(observes.map((s) => [s!.attributes['perseid.live_query.reused'], s!.attributes['db.response.returned_rows']]), [[false, 20], [true, 20]]);
       const snapshot = await getJson<ApmSnapshot>(`${t.url}/perseid/apm`);
       const pub = snapshot.reports[0]!.publications.find((p) => p.name === 'items')!;
       assert.equal(pub.subs, 2);
