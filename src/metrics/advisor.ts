@@ -6,7 +6,9 @@
  * the exact `createIndexAsync` line to run, with what the shape costs now.
  * An advised index that a longer advised or existing one starts with is not
  * advised; an existing index that a longer one starts with is advised for
- * dropping (unless it is unique: it enforces something). A shape whose plan is
+ * dropping (unless it is unique or TTL: it enforces or deletes something; and
+ * a sparse or partial index is never the longer one, it serves only some
+ * queries). A shape whose plan is
  * unknown (a MongoDB-wire server without explain) is judged from the indexes
  * the collection has, and its advice says it was inferred.
  */
@@ -241,12 +243,13 @@ export function adviseIndexes(
     };
   });
   advice.sort((a, b) => Number(a.cost!.inferred) - Number(b.cost!.inferred) || (b.cost!.docsExaminedPerSecond ?? 0) - (a.cost!.docsExaminedPerSecond ?? 0) || b.cost!.timeMs - a.cost!.timeMs);
-  // Existing indexes a longer existing or advised index starts with.
+  // Existing indexes a longer existing or advised index starts with: not one that enforces or deletes
+  // something (unique, TTL), and not in favour of one that holds only some documents (sparse, partial).
   for (const [collection, list] of Object.entries(indexes)) {
     for (const index of list ?? []) {
-      if (index.name === '_id_' || index.unique) continue;
+      if (index.name === '_id_' || index.unique || index.expires) continue;
       const keys = index.keys as IndexKeys;
-      const longer = [...(list ?? []).map((i) => i.keys as IndexKeys), ...kept.filter((e) => e.collection === collection).map((e) => e.index)].find(
+      const longer = [...(list ?? []).filter((i) => !i.partial).map((i) => i.keys as IndexKeys), ...kept.filter((e) => e.collection === collection).map((e) => e.index)].find(
         (other) => Object.keys(other).length > Object.keys(keys).length && isPrefix(keys, other),
       );
       if (!longer) continue;

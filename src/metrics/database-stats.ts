@@ -28,6 +28,10 @@ export interface IndexDescription {
   name: string;
   keys: Record<string, number>;
   unique?: boolean;
+  /** A TTL index (MongoDB's expireAfterSeconds): it deletes documents, so it is never advised for dropping. */
+  expires?: boolean;
+  /** Sparse or partial: it holds only some documents, so it serves only some queries. */
+  partial?: boolean;
 }
 
 export class OperationStats {
