@@ -8,7 +8,7 @@
  * advice, and a created index making the advice disappear and the shape stop
  * scanning), access to the operational endpoints, and bounded cardinality
  * under 10,000 distinct method names and under filters of made-up field
- * names.
+ * names, and bounded errors under messages that carry a client's input.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -17,6 +17,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-tr
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
+import { DDPError } from '../src/ddp/errors.js';
 import { apm, NAME_CAP, type ApmSnapshot } from '../src/metrics/apm.js';
 import type { IndexAdvice } from '../src/metrics/advisor.js';
 import type { TraceRecord } from '../src/metrics/trace.js';
@@ -346,6 +347,39 @@ describe('bounded cardinality', () => {
       assert.ok(series <= NAME_CAP + 1, `series: ${series}`);
       const traces = (await getJson<ApmSnapshot>(`${t.url}/perseid/apm`)).reports[0]!.traces.length;
       assert.ok(traces <= 50, `the slowest traces are a bounded list: ${traces}`);
+    } finally {
+      peer.ws.close();
+      await t.close();
+    }
+  });
+
+  it('keeps an error message that carries a client\'s input cut short, in the errors, traces and stacks', async () => {
+    const t = await startServer((server) => {
+      server.methods({
+        signup(email: unknown) {
+          throw new DDPError(400, `Invalid email: ${String(email)}`);
+        },
+      });
+    });
+    const peer = await RawPeer.connected(t.wsUrl);
+    try {
+      for (let i = 0; i < 20; i++) peer.send({ msg: 'method', id: String(i), method: 'signup', params: [`${i}${'x'.repeat(100000)}`] });
+      const reply = await peer.next((m) => m.msg === 'result' && m.id === '19', 20000);
+      // The client gets its error as the app wrote it; only what the APM keeps is cut.
+      assert.ok(JSON.stringify(reply).length > 100000);
+      const apmText = await (await fetch(`${t.url}/perseid/apm`)).text();
+      const dashboardText = await (await fetch(`${t.url}/perseid/dashboard.json`)).text();
+      assert.ok(apmText.length < 1000000 && dashboardText.length < 1000000, `/perseid/apm: ${apmText.length} characters, dashboard.json: ${dashboardText.length}`);
+      const report = (JSON.parse(apmText) as ApmSnapshot).reports[0]!;
+      // By message: the test before filled the cap of method names, so signup may count under (other).
+      const errors = report.errors.filter((e) => e.message.startsWith('Invalid email: '));
+      assert.equal(errors.length, 20, 'each distinct message is still its own entry');
+      for (const e of errors) {
+        assert.match(e.message, /^Invalid email: \d+x+…$/);
+        assert.ok(e.message.length <= 501 && e.stack!.length <= 4001, `message ${e.message.length}, stack ${e.stack!.length} characters`);
+        assert.ok(e.stack!.includes(e.message), 'the stack begins with the cut message');
+        assert.ok(e.trace!.error!.length <= 501 && e.trace!.events.every((ev) => (ev.message ?? '').length <= 501));
+      }
     } finally {
       peer.ws.close();
       await t.close();

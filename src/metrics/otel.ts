@@ -12,6 +12,7 @@
  * handler become its children.
  */
 import { context, ProxyTracerProvider, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type SpanOptions } from '@opentelemetry/api';
+import { errorText } from './error-text.js';
 import type { Trace } from './trace.js';
 
 const tracer = trace.getTracer('perseid');
@@ -97,7 +98,7 @@ export function endDbSpan(span: Span | undefined, docs: number | undefined, erro
   if (!span) return;
   if (docs !== undefined) span.setAttribute('db.response.returned_rows', docs);
   if (error !== undefined) {
-    const message = error instanceof Error ? error.message : String(error);
+    const { message } = errorText(error);
     span.setStatus({ code: SpanStatusCode.ERROR, message });
     span.setAttribute('error.type', error instanceof Error ? error.name : 'Error');
   }
