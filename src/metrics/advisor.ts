@@ -10,10 +10,13 @@
  * a sparse or partial index is never the longer one, it serves only some
  * queries). A shape whose plan is
  * unknown (a MongoDB-wire server without explain) is judged from the indexes
- * the collection has, and its advice says it was inferred.
+ * the collection has, and its advice says it was inferred. Only indexes the
+ * database would use are advised: on the embedded store, which uses an index
+ * for an equality on its first field, only for shapes with an equality that no
+ * index starts with yet.
  */
 import type { FieldKind, QueryShape } from './query-shape.js';
-import type { IndexDescription, QueryPlan } from './database-stats.js';
+import type { IndexDescription, IndexUse, QueryPlan } from './database-stats.js';
 
 export type IndexKeys = Record<string, 1 | -1>;
 
@@ -196,6 +199,7 @@ export function adviseIndexes(
   shapes: readonly ShapeFigures[],
   indexes: Readonly<Record<string, IndexDescription[] | undefined>>,
   options: AdvisorOptions = DEFAULT_ADVISOR_OPTIONS,
+  use: IndexUse = 'any',
 ): IndexAdvice[] {
   const wanted = new Map<string, { collection: string; index: IndexKeys; shapes: ShapeFigures[]; inferred: boolean }>();
   for (const figures of shapes) {
@@ -212,6 +216,12 @@ export function adviseIndexes(
     const index = esrIndex(shape);
     if (Object.keys(index).length === 0) continue;
     if (existing.some((e) => isPrefix(index, e.keys))) continue;
+    if (use === 'first-field-equality') {
+      // An index there serves only an equality on its first field: none helps a shape without one, and
+      // once an index starts with one of its equality fields, a longer one reads the same documents.
+      const equalities = shape.fields.filter(([, kind]) => kind === 'eq').map(([field]) => field);
+      if (equalities.length === 0 || existing.some((e) => equalities.includes(Object.keys(e.keys)[0]!))) continue;
+    }
     const key = `${collection}\u0000${JSON.stringify(index)}`;
     const entry = wanted.get(key) ?? { collection, index, shapes: [], inferred };
     entry.shapes.push(figures);

@@ -9,10 +9,10 @@
  * per-name figures are fixed-bucket histograms; nothing is counted per
  * subscriber of a change; the process is sampled every 2 s by one timer.
  */
-import { adviseIndexes, mergeShapes, type IndexAdvice, type ShapeFigures } from './advisor.js';
+import { adviseIndexes, DEFAULT_ADVISOR_OPTIONS, mergeShapes, type IndexAdvice, type ShapeFigures } from './advisor.js';
 import { BoundedNames } from './bounded-names.js';
 import { capacityReport, type CapacityReport, type CapacityTarget } from './capacity.js';
-import { DatabaseStats, type IndexDescription } from './database-stats.js';
+import { DatabaseStats, type IndexDescription, type IndexUse } from './database-stats.js';
 import { ErrorStore, type ErrorRecord } from './error-store.js';
 import { Histogram, type HistogramData } from './histogram.js';
 import { LiveQueryStats, type LiveQueryStrategy } from './live-query-stats.js';
@@ -441,7 +441,7 @@ export class Apm {
     const indexes: ApmSnapshot['indexes'] = {};
     const collections = [...new Set(report.database.shapes.map((s) => s.collection))];
     await Promise.all(collections.map(async (c) => (indexes[c] = await this.database.indexes(c))));
-    const out: ApmSnapshot = { reports: [report], indexes };
+    const out: ApmSnapshot = { reports: [report], indexes, indexUse: this.database.indexUse };
     if (this.jobsSummary) out.jobs = await this.jobsSummary().catch((error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }));
     return out;
   }
@@ -464,6 +464,8 @@ export class Apm {
 export interface ApmSnapshot {
   reports: ApmReport[];
   indexes: Record<string, IndexDescription[] | undefined>;
+  /** What the database's indexes serve (absent: anything, as MongoDB's). */
+  indexUse?: IndexUse;
   jobs?: unknown;
   /** Every server's load, when this process balances a cluster or is a workers' primary. */
   servers?: ServerSummary[];
@@ -476,6 +478,8 @@ export function adviceFor(snapshot: ApmSnapshot): IndexAdvice[] {
   return adviseIndexes(
     mergeShapes(snapshot.reports.flatMap((r) => r.database.shapes)),
     snapshot.indexes,
+    DEFAULT_ADVISOR_OPTIONS,
+    snapshot.indexUse,
   );
 }
 

@@ -293,6 +293,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
 export function mergeSnapshots(snapshots: readonly ApmSnapshot[]): ApmSnapshot {
   const out: ApmSnapshot = { reports: snapshots.flatMap((s) => s.reports), indexes: {} };
   for (const s of snapshots) {
+    out.indexUse ??= s.indexUse;
     for (const [c, list] of Object.entries(s.indexes)) if (list) out.indexes[c] ??= list;
     if (s.jobs !== undefined && out.jobs === undefined) out.jobs = s.jobs;
   }
