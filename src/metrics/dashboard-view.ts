@@ -93,6 +93,14 @@ function perSecond(count: number, report: ApmReport): number {
   return count / Math.max(1, report.recentSeconds);
 }
 
+/**
+ * The recent times of every process, or all times when no process had a recent one: never one
+ * process's recent times merged with another's since its start.
+ */
+function recentOrAll(recent: Histogram, all: Histogram): Histogram {
+  return recent.count > 0 ? recent : all;
+}
+
 function counter(snapshot: ApmSnapshot, name: string): number {
   return snapshot.reports.reduce((n, r) => n + (r.counters.find((c) => c.name === name)?.value ?? 0), 0);
 }
@@ -130,19 +138,20 @@ function mergeHistory(histories: HistoryPoint[][]): HistoryPoint[] {
 
 export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): DashboardView {
   const { reports } = snapshot;
-  const methods = new Map<string, { calls: number; errors: number; rate: number; recent: Histogram; parts: number[] }>();
+  const methods = new Map<string, { calls: number; errors: number; rate: number; recent: Histogram; total: Histogram; parts: number[] }>();
   for (const r of reports) {
     for (const m of r.methods) {
-      const row = methods.get(m.name) ?? { calls: 0, errors: 0, rate: 0, recent: new Histogram(), parts: PARTS.map(() => 0) };
+      const row = methods.get(m.name) ?? { calls: 0, errors: 0, rate: 0, recent: new Histogram(), total: new Histogram(), parts: PARTS.map(() => 0) };
       row.calls += m.calls;
       row.errors += m.errors;
       row.rate += perSecond(m.recent.calls, r);
-      row.recent.add(m.recent.time.count > 0 ? m.recent.time : m.time);
+      row.recent.add(m.recent.time);
+      row.total.add(m.time);
       m.parts.forEach((v, i) => (row.parts[i]! += v));
       methods.set(m.name, row);
     }
   }
-  const publications = new Map<string, PublicationRow & { ready: Histogram; reused: number; observers: number }>();
+  const publications = new Map<string, PublicationRow & { ready: Histogram; readyTotal: Histogram; reused: number; observers: number }>();
   for (const r of reports) {
     for (const p of r.publications) {
       const row = publications.get(p.name) ?? {
@@ -159,6 +168,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
         liveBytes: 0,
         observerReuse: 0,
         ready: new Histogram(),
+        readyTotal: new Histogram(),
         reused: 0,
         observers: 0,
       };
@@ -170,7 +180,8 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       row.liveDocs += p.live.added + p.live.changed + p.live.removed;
       row.liveBytes += p.liveBytes.added + p.liveBytes.changed + p.liveBytes.removed;
       row.rate += perSecond(p.recentSubs, r);
-      row.ready.add(p.recentReady.count > 0 ? p.recentReady : p.ready);
+      row.ready.add(p.recentReady);
+      row.readyTotal.add(p.ready);
       row.reused += p.observersReused;
       row.observers += p.observersCreated + p.observersReused;
       publications.set(p.name, row);
@@ -250,22 +261,25 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
     },
     history: mergeHistory(reports.map((r) => r.history)),
     methods: [...methods]
-      .map(([name, m]) => ({
-        name,
-        calls: m.calls,
-        errors: m.errors,
-        rate: m.rate,
-        p50: m.recent.percentile(50),
-        p95: m.recent.percentile(95),
-        p99: m.recent.percentile(99),
-        breakdown: Object.fromEntries(PARTS.map((part, i) => [part, m.calls ? m.parts[i]! / m.calls : 0])) as MethodRow['breakdown'],
-      }))
+      .map(([name, m]) => {
+        const times = recentOrAll(m.recent, m.total);
+        return {
+          name,
+          calls: m.calls,
+          errors: m.errors,
+          rate: m.rate,
+          p50: times.percentile(50),
+          p95: times.percentile(95),
+          p99: times.percentile(99),
+          breakdown: Object.fromEntries(PARTS.map((part, i) => [part, m.calls ? m.parts[i]! / m.calls : 0])) as MethodRow['breakdown'],
+        };
+      })
       .sort((a, b) => b.calls - a.calls),
     publications: [...publications.values()]
-      .map(({ ready, reused: r, observers, ...row }) => ({
+      .map(({ ready, readyTotal, reused: r, observers, ...row }) => ({
         ...row,
-        readyP50: ready.percentile(50),
-        readyP95: ready.percentile(95),
+        readyP50: recentOrAll(ready, readyTotal).percentile(50),
+        readyP95: recentOrAll(ready, readyTotal).percentile(95),
         observerReuse: observers ? r / observers : 0,
       }))
       .sort((a, b) => b.subs - a.subs),
