@@ -89,6 +89,12 @@ describe('APM on a real server', () => {
         since: (at: unknown) => orders.find({ at: { $gte: at as number } }).fetchAsync(),
       });
       server.publish('items', () => items.find({}));
+      // A publication and a method of one name (as in the tasks example, `fetchTasks`).
+      server.methods({ twin: () => 'method' });
+      server.publish('twin', async function () {
+        await new Promise((r) => setTimeout(r, 100));
+        this.ready();
+      });
     });
     const items = t.collection<{ n: number }>('items');
     for (let n = 0; n < 20; n++) await items.insertAsync({ n });
@@ -129,6 +135,24 @@ describe('APM on a real server', () => {
     assert.ok(work.waitedOn < 5, `nothing waited behind work: ${work.waitedOn}`);
     const workRow = snapshot.reports[0]!.methods.find((m) => m.name === 'work')!;
     assert.equal(workRow.calls, 1);
+  });
+
+  it('charges the time a subscription held the queue to no method of the same name', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    try {
+      peer.send({ msg: 'method', id: 'first', method: 'twin', params: [] });
+      await peer.next((m) => m.msg === 'result' && m.id === 'first');
+      const before = apm.methods.peek('twin')!.parts[4]!;
+      // The subscription holds the connection's queue ~100 ms (its publish function waits); the call waits behind it.
+      peer.send({ msg: 'sub', id: 'twin-sub', name: 'twin', params: [] });
+      peer.send({ msg: 'method', id: 'behind', method: 'twin', params: [] });
+      await peer.next((m) => m.msg === 'result' && m.id === 'behind');
+      const behind = slowest(await getJson<ApmSnapshot>(`${t.url}/perseid/apm`), 'twin');
+      assert.ok(behind.wait >= 80, `the call waited behind the subscription: ${behind.wait} ms`);
+      assert.ok(apm.methods.peek('twin')!.parts[4]! - before < 5, `method twin held nothing back: ${apm.methods.peek('twin')!.parts[4]! - before} ms`);
+    } finally {
+      peer.ws.close();
+    }
   });
 
   it('sends method and database spans to OpenTelemetry with their parent/child links', async () => {

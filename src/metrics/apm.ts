@@ -245,11 +245,12 @@ export class Apm {
     endCallSpan(trace);
   }
 
-  /** Time other messages of the connection waited behind this call. */
+  /** Time other messages of the connection waited behind this call (a method's figures add it; a subscription's trace keeps it). */
   waitedOn(trace: Trace | undefined, ms: number): void {
     if (!trace || ms <= 0) return;
     trace.waitedOn += ms;
-    this.methods.peek(trace.name)?.waitedOn(ms);
+    // By kind: a publication may share its name with a method.
+    if (trace.kind === 'method') this.methods.peek(trace.name)?.waitedOn(ms);
   }
 
   subStarted(name: string, arrived: number, session: string, userId: string | null): Trace | undefined {
