@@ -95,6 +95,12 @@ describe('APM on a real server', () => {
         await new Promise((r) => setTimeout(r, 100));
         this.ready();
       });
+      // Lets the connection's next message (an unsub) run while it waits.
+      server.publish('unblocked', async function () {
+        this.unblock();
+        await new Promise((r) => setTimeout(r, 100));
+        this.ready();
+      });
     });
     const items = t.collection<{ n: number }>('items');
     for (let n = 0; n < 20; n++) await items.insertAsync({ n });
@@ -150,6 +156,21 @@ describe('APM on a real server', () => {
       const behind = slowest(await getJson<ApmSnapshot>(`${t.url}/perseid/apm`), 'twin');
       assert.ok(behind.wait >= 80, `the call waited behind the subscription: ${behind.wait} ms`);
       assert.ok(apm.methods.peek('twin')!.parts[4]! - before < 5, `method twin held nothing back: ${apm.methods.peek('twin')!.parts[4]! - before} ms`);
+    } finally {
+      peer.ws.close();
+    }
+  });
+
+  it('ends the span of a subscription stopped before it was ready', async () => {
+    exporter.reset();
+    const peer = await RawPeer.connected(t.wsUrl);
+    try {
+      peer.send({ msg: 'sub', id: 'given-up', name: 'unblocked', params: [] });
+      peer.send({ msg: 'unsub', id: 'given-up' });
+      await peer.next((m) => m.msg === 'nosub' && m.id === 'given-up');
+      await eventually(() => exporter.getFinishedSpans().some((s) => s.name === 'perseid.subscription/unblocked'), 'the subscription\'s span to end');
+      const span = exporter.getFinishedSpans().find((s) => s.name === 'perseid.subscription/unblocked')!;
+      assert.equal(span.attributes['perseid.subscription.ready'], false);
     } finally {
       peer.ws.close();
     }

@@ -282,6 +282,11 @@ export class Apm {
   subStopped(trace: Trace | undefined, lifetimeMs: number): void {
     if (!trace) return;
     this.publications.get(trace.name).stopped(lifetimeMs);
+    if (trace.finished) return;
+    // Stopped before it was ready (the client gave up, or went away): its span ends here, saying so.
+    trace.finish();
+    trace.span?.setAttribute('perseid.subscription.ready', false);
+    endCallSpan(trace);
   }
 
   /** Where a subscription's live queries count the changes they send it (undefined when not traced). */
