@@ -2,7 +2,8 @@
  * `/perseid/dashboard` in a real headless Chromium while real DDP clients
  * (simpleddp) load the server: every chart has data, every table the load
  * should fill is filled (methods, publications, traces with breakdown bars,
- * errors, index advice, capacity, jobs), and the page logs no error. A
+ * errors, index advice, capacity, jobs), a timeline or stack a person opened
+ * stays open through the redraws, and the page logs no error. A
  * screenshot is kept in test-artifacts/ (ignored by git). Needs Chromium,
  * like browser.test.ts; without it the suite is skipped and says so.
  */
@@ -143,6 +144,24 @@ describe('the APM dashboard in headless Chromium under load', { skip }, () => {
     assert.match(await text('t-servers'), /not a cluster balancer/);
     mkdirSync('test-artifacts', { recursive: true });
     await page.screenshot({ path: 'test-artifacts/apm-dashboard.png', fullPage: true });
+    assert.deepEqual(pageErrors, []);
+  });
+
+  it('keeps a trace\'s timeline and an error\'s stack open through the redraws', async () => {
+    await page.waitForSelector('#t-errors details summary');
+    await page.click('#t-traces details summary');
+    await page.click('#t-errors details summary');
+    const opened = await page.$$eval('details[open]', (list) => list.map((d) => (d as HTMLElement).dataset.key!));
+    assert.equal(opened.length, 2, `both opened: ${JSON.stringify(opened)}`);
+    for (let i = 0; i < 2; i++) await page.waitForResponse((res) => res.url().includes('/perseid/dashboard.json'), { timeout: 10000 });
+    // Redrawn: let the page put the new tables in.
+    await page.waitForTimeout(200);
+    const after = await page.$$eval('details', (list) => list.map((d) => ({ key: (d as HTMLElement).dataset.key!, open: (d as HTMLDetailsElement).open })));
+    // The error's entry stays (same message); the trace stays unless a slower call of its name took its place.
+    const error = after.find((d) => d.key === opened[1]);
+    assert.ok(error?.open, `the error's stack is still open: ${JSON.stringify(after.filter((d) => d.open))}`);
+    const trace = after.find((d) => d.key === opened[0]);
+    assert.ok(!trace || trace.open, 'the trace\'s timeline is still open');
     assert.deepEqual(pageErrors, []);
   });
 });

@@ -3,12 +3,15 @@
  * query shape is explained once where the server has `explain` (FerretDB
  * reports its backend's plan), and on a server without it (mongo-java-server)
  * the advice is inferred from the collection's indexes and says so. On both,
- * creating the advised index makes the advice disappear.
+ * creating the advised index makes the advice disappear, and its cost does
+ * not claim a count of documents examined that neither server gives. Drop
+ * advice spares TTL indexes and is never in favour of a sparse one.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { MongoClient } from 'mongodb';
 import { serviceUrl } from '../scripts/services/control.js';
+import { adviceLines } from '../src/cli/apm.js';
 import { Collection } from '../src/collections/collection.js';
 import { openDatabase, type Database } from '../src/collections/database.js';
 import { apm } from '../src/metrics/apm.js';
@@ -53,8 +56,36 @@ for (const [name, url] of Object.entries(servers)) {
       assert.deepEqual(advice.index, { owner: 1, at: -1 });
       assert.equal(advice.line, "await new Collection('orders').createIndexAsync({ owner: 1, at: -1 });");
       assert.equal(advice.cost!.inferred, name !== 'ferretdb');
+      // Neither server counts the documents a query examined: the cost says so rather than 0 a second.
+      assert.equal(advice.cost!.docsExaminedPerSecond, null);
+      assert.doesNotMatch(adviceLines([advice]).join('\n'), /\d docs examined\/s/);
       await orders.createIndexAsync({ owner: 1, at: -1 });
       assert.deepEqual(await advise(), []);
+    });
+
+    it('advises dropping an index a longer one covers, but not a TTL index, nor in favour of a sparse one', async () => {
+      const raw = await new MongoClient(target!.url).connect();
+      const logins = raw.db().collection('logins');
+      await logins.insertMany(Array.from({ length: 20 }, (_, i) => ({ at: new Date(), user: `u${i}`, device: `d${i % 3}` })));
+      // FerretDB has no TTL indexes ("not implemented yet") and makes a sparse index a full one: there, at_1
+      // and device_1 are ordinary indexes a longer one covers, and are advised for dropping.
+      await logins.createIndex({ at: 1 }, { expireAfterSeconds: 3600 }).catch(() => logins.createIndex({ at: 1 }));
+      await logins.createIndex({ at: 1, user: 1 });
+      await logins.createIndex({ device: 1 });
+      await logins.createIndex({ device: 1, at: 1 }, { sparse: true });
+      await logins.createIndex({ user: 1 });
+      await logins.createIndex({ user: 1, device: 1 });
+      const listed = await logins.indexes();
+      const ttl = listed.some((i) => i.name === 'at_1' && i.expireAfterSeconds !== undefined);
+      const sparse = listed.some((i) => i.name === 'device_1_at_1' && i.sparse === true);
+      await raw.close();
+      database ??= await openDatabase({ mongoUrl: target!.url, changeSource: 'poll' });
+      // A query on the collection, so the snapshot lists its indexes.
+      await new Collection<{ user: string }>('logins', { database }).find({ user: 'u1' }).fetchAsync();
+      const drops = adviceFor(await apm.snapshot()).filter((a) => a.collection === 'logins' && a.action === 'drop');
+      // Dropping at_1 would stop the expiry; device_1_at_1 holds only the documents that have those fields.
+      const expected = ['user_1', ...(ttl ? [] : ['at_1']), ...(sparse ? [] : ['device_1'])];
+      assert.deepEqual(drops.map((a) => a.name).sort(), expected.sort());
     });
   });
 }

@@ -1,12 +1,16 @@
 /**
  * The APM's pure parts: query shapes (never values), the index advisor's
  * rules (ESR order, prefix suppression, inferred advice where the database
- * gives no plan), the capacity arithmetic, and the fixed-bucket histogram.
+ * gives no plan), the capacity arithmetic, the fixed-bucket histogram, and
+ * the dashboard's percentiles over several workers' reports.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { adviseIndexes, esrIndex, isPrefix, type ShapeFigures } from '../src/metrics/advisor.js';
+import { adviceLines } from '../src/cli/apm.js';
+import { Apm, type ApmReport, type MethodReport } from '../src/metrics/apm.js';
 import { capacityReport } from '../src/metrics/capacity.js';
+import { dashboardView } from '../src/metrics/dashboard-view.js';
 import { Histogram } from '../src/metrics/histogram.js';
 import { queryShape } from '../src/metrics/query-shape.js';
 
@@ -74,6 +78,10 @@ describe('the index advisor', () => {
     assert.equal(inferred.length, 1);
     assert.equal(inferred[0]!.cost!.inferred, true);
     assert.match(inferred[0]!.reason, /inferred/);
+    // Nothing counted the documents examined: not zero, unknown.
+    assert.equal(inferred[0]!.cost!.docsExamined, null);
+    assert.equal(inferred[0]!.cost!.docsExaminedPerSecond, null);
+    assert.match(adviceLines(inferred).join('\n'), /documents examined not reported by the database/);
     assert.deepEqual(adviseIndexes([shape], { c: [{ name: 'owner_1_at_1', keys: { owner: 1, at: 1 } }] }), []);
   });
 
@@ -118,5 +126,28 @@ describe('the histogram', () => {
     assert.ok(Math.abs(merged.percentile(99) - 99) <= 99 * 0.25, `p99 ${merged.percentile(99)}`);
     assert.equal(merged.max, 100);
     assert.equal(merged.countAtMost(10), 100);
+  });
+});
+
+describe('the dashboard over several workers', () => {
+  /** A process's report after one call of `method` that took about `ms`. */
+  function reportAfterCall(method: string, ms: number): ApmReport {
+    const apm = new Apm();
+    apm.enabled = true;
+    apm.methodEnded(apm.methodStarted(method, performance.now() - ms, 'session', null));
+    return apm.report();
+  }
+
+  it('reads percentiles from the recent calls of every worker, not beside another worker\'s calls since its start', () => {
+    // Worker 1's slow call was more than a minute ago: its recent window is empty. Worker 2's fast one is recent.
+    const old = reportAfterCall('save', 2000);
+    const quiet: MethodReport = { ...old.methods[0]!, recent: { calls: 0, errors: 0, time: new Histogram().data(), parts: [0, 0, 0, 0, 0] } };
+    const view = dashboardView({ reports: [{ ...old, methods: [quiet] }, reportAfterCall('save', 1)], indexes: {} });
+    const save = view.methods.find((m) => m.name === 'save')!;
+    assert.equal(save.calls, 2);
+    assert.ok(save.p95 < 10, `the recent call only: p95 ${save.p95} ms`);
+    // With no recent call anywhere, the figures since start stand in.
+    const idle = dashboardView({ reports: [{ ...old, methods: [quiet] }], indexes: {} }).methods[0]!;
+    assert.ok(idle.p95 > 1000, `since start: p95 ${idle.p95} ms`);
   });
 });

@@ -3,10 +3,12 @@
  * WebSocket peer for pipelined floods): Kadira's breakdown of a call (wait,
  * db, async, compute, and waitedOn charged to the call that held the queue),
  * OpenTelemetry spans received by the SDK's in-memory exporter with their
- * parent/child links, the index advisor on the embedded store (ESR order,
- * prefix suppression, drop advice, and a created index making the advice
- * disappear and the shape stop scanning), access to the operational
- * endpoints, and bounded cardinality under 10,000 distinct method names.
+ * parent/child links (a subscription's wait for its live query too), the
+ * index advisor on the embedded store (ESR order, prefix suppression, drop
+ * advice, a created index making the advice disappear and the shape stop
+ * scanning, and no advice the store would not use), access to the operational endpoints, and bounded cardinality
+ * under 10,000 distinct method names and under filters of made-up field
+ * names, and bounded errors under messages that carry a client's input.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -15,6 +17,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-tr
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
+import { DDPError } from '../src/ddp/errors.js';
 import { apm, NAME_CAP, type ApmSnapshot } from '../src/metrics/apm.js';
 import type { IndexAdvice } from '../src/metrics/advisor.js';
 import type { TraceRecord } from '../src/metrics/trace.js';
@@ -83,8 +86,21 @@ describe('APM on a real server', () => {
         byOwnerStatus: (owner: unknown, status: unknown) => orders.find({ owner: owner as string, status: status as string }).fetchAsync(),
         bySku: (sku: unknown) => stock.find({ sku: sku as string }).fetchAsync(),
         stockByOwner: (owner: unknown) => stock.find({ owner: owner as string }, { sort: { sku: 1 }, limit: 5 }).fetchAsync(),
+        since: (at: unknown) => orders.find({ at: { $gte: at as number } }).fetchAsync(),
       });
       server.publish('items', () => items.find({}));
+      // A publication and a method of one name (as in the tasks example, `fetchTasks`).
+      server.methods({ twin: () => 'method' });
+      server.publish('twin', async function () {
+        await new Promise((r) => setTimeout(r, 100));
+        this.ready();
+      });
+      // Lets the connection's next message (an unsub) run while it waits.
+      server.publish('unblocked', async function () {
+        this.unblock();
+        await new Promise((r) => setTimeout(r, 100));
+        this.ready();
+      });
     });
     const items = t.collection<{ n: number }>('items');
     for (let n = 0; n < 20; n++) await items.insertAsync({ n });
@@ -125,6 +141,39 @@ describe('APM on a real server', () => {
     assert.ok(work.waitedOn < 5, `nothing waited behind work: ${work.waitedOn}`);
     const workRow = snapshot.reports[0]!.methods.find((m) => m.name === 'work')!;
     assert.equal(workRow.calls, 1);
+  });
+
+  it('charges the time a subscription held the queue to no method of the same name', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    try {
+      peer.send({ msg: 'method', id: 'first', method: 'twin', params: [] });
+      await peer.next((m) => m.msg === 'result' && m.id === 'first');
+      const before = apm.methods.peek('twin')!.parts[4]!;
+      // The subscription holds the connection's queue ~100 ms (its publish function waits); the call waits behind it.
+      peer.send({ msg: 'sub', id: 'twin-sub', name: 'twin', params: [] });
+      peer.send({ msg: 'method', id: 'behind', method: 'twin', params: [] });
+      await peer.next((m) => m.msg === 'result' && m.id === 'behind');
+      const behind = slowest(await getJson<ApmSnapshot>(`${t.url}/perseid/apm`), 'twin');
+      assert.ok(behind.wait >= 80, `the call waited behind the subscription: ${behind.wait} ms`);
+      assert.ok(apm.methods.peek('twin')!.parts[4]! - before < 5, `method twin held nothing back: ${apm.methods.peek('twin')!.parts[4]! - before} ms`);
+    } finally {
+      peer.ws.close();
+    }
+  });
+
+  it('ends the span of a subscription stopped before it was ready', async () => {
+    exporter.reset();
+    const peer = await RawPeer.connected(t.wsUrl);
+    try {
+      peer.send({ msg: 'sub', id: 'given-up', name: 'unblocked', params: [] });
+      peer.send({ msg: 'unsub', id: 'given-up' });
+      await peer.next((m) => m.msg === 'nosub' && m.id === 'given-up');
+      await eventually(() => exporter.getFinishedSpans().some((s) => s.name === 'perseid.subscription/unblocked'), 'the subscription\'s span to end');
+      const span = exporter.getFinishedSpans().find((s) => s.name === 'perseid.subscription/unblocked')!;
+      assert.equal(span.attributes['perseid.subscription.ready'], false);
+    } finally {
+      peer.ws.close();
+    }
   });
 
   it('sends method and database spans to OpenTelemetry with their parent/child links', async () => {
@@ -170,10 +219,18 @@ describe('APM on a real server', () => {
     const other = ddp(t);
     await other.connect();
     try {
+      exporter.reset();
       const first = client.subscribe('items');
       await first.ready();
       const second = other.subscribe('items');
       await second.ready();
+      // Each subscription's span has its wait for the live query as a child: the first started it, the second joined it.
+      const spans = exporter.getFinishedSpans();
+      const subSpans = spans.filter((s) => s.name === 'perseid.subscription/items');
+      assert.equal(subSpans.length, 2, `two subscription spans; got ${spans.map((s) => s.name).join(', ')}`);
+      const observes = subSpans.map((sub) => spans.find((s) => s.name === 'perseid.observe items' && s.parentSpanContext?.spanId === sub.spanContext().spanId));
+      assert.ok(observes.every(Boolean), `a perseid.observe child of each; got ${spans.map((s) => s.name).join(', ')}`);
+      assert.deepEqual(observes.map((s) => [s!.attributes['perseid.live_query.reused'], s!.attributes['db.response.returned_rows']]), [[false, 20], [true, 20]]);
       const snapshot = await getJson<ApmSnapshot>(`${t.url}/perseid/apm`);
       const pub = snapshot.reports[0]!.publications.find((p) => p.name === 'items')!;
       assert.equal(pub.subs, 2);
@@ -219,7 +276,7 @@ describe('APM on a real server', () => {
     assert.deepEqual(orders[0]!.index, { owner: 1, at: -1 });
     assert.equal(orders[0]!.line, "await new Collection('orders').createIndexAsync({ owner: 1, at: -1 });");
     assert.deepEqual(orders[0]!.shapes.sort(), ['{owner: eq}', '{owner: eq} sort {at: -1}']);
-    assert.ok(orders[0]!.cost!.examinedPerReturned > 10, `measured: ${JSON.stringify(orders[0]!.cost)}`);
+    assert.ok(orders[0]!.cost!.examinedPerReturned! > 10, `measured: ${JSON.stringify(orders[0]!.cost)}`);
     assert.equal(orders[0]!.cost!.inferred, false);
     assert.ok(!advice.some((a) => a.collection === 'stock' && a.action === 'create'), 'the indexed {sku: eq} shape gets no advice');
 
@@ -234,12 +291,16 @@ describe('APM on a real server', () => {
     assert.equal(shape.plan?.examined, 100);
   });
 
-  it('advises dropping an index a longer advised one starts with', async () => {
-    // stock has {owner: 1}; {owner: eq} sorted by sku, limit 5, still reads 300 documents per 5 returned.
+  it('advises no index the embedded store would not use, and dropping an index a longer one starts with', async () => {
+    // stock has {owner: 1}; {owner: eq} sorted by sku, limit 5, still reads 300 documents per 5 returned, and
+    // would with {owner: 1, sku: 1} too: the store looks the owner's documents up and sorts them.
     for (let i = 0; i < 5; i++) await client.call('stockByOwner', `o${i}`);
-    const advice = await getJson<IndexAdvice[]>(`${t.url}/perseid/advice`);
-    const create = advice.find((a) => a.collection === 'stock' && a.action === 'create');
-    assert.deepEqual(create?.index, { owner: 1, sku: 1 }, JSON.stringify(advice));
+    // A range alone: the store uses no index for it (3000 read per 10 returned, with or without {at: 1}).
+    for (let i = 0; i < 5; i++) assert.equal(((await client.call('since', 2990)) as unknown[]).length, 10);
+    let advice = await getJson<IndexAdvice[]>(`${t.url}/perseid/advice`);
+    assert.deepEqual(advice.filter((a) => a.action === 'create'), [], 'nothing to create that the store would use');
+    await t.collection('stock').createIndexAsync({ owner: 1, sku: 1 });
+    advice = await getJson<IndexAdvice[]>(`${t.url}/perseid/advice`);
     const drop = advice.find((a) => a.collection === 'stock' && a.action === 'drop');
     assert.equal(drop?.name, 'owner_1');
     assert.equal(drop?.line, "await new Collection('stock').dropIndexAsync('owner_1');");
@@ -336,6 +397,63 @@ describe('bounded cardinality', () => {
       assert.ok(series <= NAME_CAP + 1, `series: ${series}`);
       const traces = (await getJson<ApmSnapshot>(`${t.url}/perseid/apm`)).reports[0]!.traces.length;
       assert.ok(traces <= 50, `the slowest traces are a bounded list: ${traces}`);
+    } finally {
+      peer.ws.close();
+      await t.close();
+    }
+  });
+
+  it('keeps an error message that carries a client\'s input cut short, in the errors, traces and stacks', async () => {
+    const t = await startServer((server) => {
+      server.methods({
+        signup(email: unknown) {
+          throw new DDPError(400, `Invalid email: ${String(email)}`);
+        },
+      });
+    });
+    const peer = await RawPeer.connected(t.wsUrl);
+    try {
+      for (let i = 0; i < 20; i++) peer.send({ msg: 'method', id: String(i), method: 'signup', params: [`${i}${'x'.repeat(100000)}`] });
+      const reply = await peer.next((m) => m.msg === 'result' && m.id === '19', 20000);
+      // The client gets its error as the app wrote it; only what the APM keeps is cut.
+      assert.ok(JSON.stringify(reply).length > 100000);
+      const apmText = await (await fetch(`${t.url}/perseid/apm`)).text();
+      const dashboardText = await (await fetch(`${t.url}/perseid/dashboard.json`)).text();
+      assert.ok(apmText.length < 1000000 && dashboardText.length < 1000000, `/perseid/apm: ${apmText.length} characters, dashboard.json: ${dashboardText.length}`);
+      const report = (JSON.parse(apmText) as ApmSnapshot).reports[0]!;
+      // By message: the test before filled the cap of method names, so signup may count under (other).
+      const errors = report.errors.filter((e) => e.message.startsWith('Invalid email: '));
+      assert.equal(errors.length, 20, 'each distinct message is still its own entry');
+      for (const e of errors) {
+        assert.match(e.message, /^Invalid email: \d+x+…$/);
+        assert.ok(e.message.length <= 501 && e.stack!.length <= 4001, `message ${e.message.length}, stack ${e.stack!.length} characters`);
+        assert.ok(e.stack!.includes(e.message), 'the stack begins with the cut message');
+        assert.ok(e.trace!.error!.length <= 501 && e.trace!.events.every((ev) => (ev.message ?? '').length <= 501));
+      }
+    } finally {
+      peer.ws.close();
+      await t.close();
+    }
+  });
+
+  it('a client\'s made-up field names in a filter the app passes on make one short query shape, not a label per name', async () => {
+    const t = await startServer((server, { collection }) => {
+      const listings = collection<{ city: string }>('listings');
+      server.methods({ search: (filter: unknown) => listings.find(filter as Record<string, unknown>).fetchAsync() });
+    });
+    const peer = await RawPeer.connected(t.wsUrl);
+    try {
+      for (let i = 0; i < 30; i++) {
+        const filter = Object.fromEntries(Array.from({ length: 300 }, (_, j) => [`f${i}_${j}_`.padEnd(100, 'x'), 1]));
+        peer.send({ msg: 'method', id: String(i), method: 'search', params: [filter] });
+      }
+      peer.send({ msg: 'method', id: 'city', method: 'search', params: [{ city: 'Oslo' }] });
+      await peer.next((m) => m.msg === 'result' && m.id === 'city', 20000);
+      const text = await (await fetch(`${t.url}/metrics`)).text();
+      const shapes = new Set([...text.matchAll(/^perseid_db_query_shape_operations_total\{.*collection="listings",shape="(.*)"\}/gm)].map((m) => m[1]));
+      assert.deepEqual([...shapes].sort(), ['{(fields too many or too long to name: over 1000 characters)}', '{city: eq}'], 'one shape for every over-long filter, beside the ordinary one');
+      const longest = Math.max(...text.split('\n').map((line) => line.length));
+      assert.ok(longest < 2000, `the longest /metrics line: ${longest} characters`);
     } finally {
       peer.ws.close();
       await t.close();

@@ -4,7 +4,7 @@
  * (`/perseid/dashboard.json`, `/perseid/advice`, `/perseid/capacity`) with the
  * admin token when one is set.
  */
-import type { IndexAdvice } from '../metrics/advisor.js';
+import type { AdviceCost, IndexAdvice } from '../metrics/advisor.js';
 import type { CapacityReport } from '../metrics/capacity.js';
 import type { DashboardView } from '../metrics/dashboard-view.js';
 import { integerOption, UsageError, type CommandSpec, type OptionSpec, type Parsed } from './args.js';
@@ -102,12 +102,17 @@ export function capacityLines(c: CapacityReport): string[] {
   return lines;
 }
 
+/** Documents examined per second, or that the database did not say (no plan, or one without counts). */
+function examinedText(cost: AdviceCost): string {
+  return cost.docsExaminedPerSecond === null ? 'documents examined not reported by the database' : `${f(cost.docsExaminedPerSecond, 0)} docs examined/s`;
+}
+
 export function adviceLines(advice: IndexAdvice[]): string[] {
   if (advice.length === 0) return ['No index advice: no query shape seen so far scans.'];
   return advice.flatMap((a) => [
     a.line,
     `  // ${a.reason}${a.shapes.length ? `: ${a.shapes.join('; ')}` : ''}`,
-    ...(a.cost ? [`  // ${a.cost.ops} ops, ${f(a.cost.docsExaminedPerSecond, 0)} docs examined/s, ${f(a.cost.avgMs, 2)} ms avg`] : []),
+    ...(a.cost ? [`  // ${a.cost.ops} ops, ${examinedText(a.cost)}, ${f(a.cost.avgMs, 2)} ms avg`] : []),
   ]);
 }
 

@@ -95,7 +95,7 @@ export function instrumentDriver(driver: StorageDriver): StorageDriver {
     if (!c) collections.set(name, (c = instrumentCollection(system, driver.collection(name))));
     return c;
   };
-  apm.database.listIndexesWith((name) => driver.collection(name).listIndexes());
+  apm.database.listIndexesWith((name) => driver.collection(name).listIndexes(), driver.kind === 'mongo' ? 'any' : 'first-field-equality');
   // A proxy, so whatever else a driver offers (and `instanceof`) stays as it is.
   return new Proxy(driver, {
     get(target, property) {

@@ -6,12 +6,17 @@
  * the exact `createIndexAsync` line to run, with what the shape costs now.
  * An advised index that a longer advised or existing one starts with is not
  * advised; an existing index that a longer one starts with is advised for
- * dropping (unless it is unique: it enforces something). A shape whose plan is
+ * dropping (unless it is unique or TTL: it enforces or deletes something; and
+ * a sparse or partial index is never the longer one, it serves only some
+ * queries). A shape whose plan is
  * unknown (a MongoDB-wire server without explain) is judged from the indexes
- * the collection has, and its advice says it was inferred.
+ * the collection has, and its advice says it was inferred. Only indexes the
+ * database would use are advised: on the embedded store, which uses an index
+ * for an equality on its first field, only for shapes with an equality that no
+ * index starts with yet.
  */
 import type { FieldKind, QueryShape } from './query-shape.js';
-import type { IndexDescription, QueryPlan } from './database-stats.js';
+import type { IndexDescription, IndexUse, QueryPlan } from './database-stats.js';
 
 export type IndexKeys = Record<string, 1 | -1>;
 
@@ -76,10 +81,11 @@ export interface IndexAdvice {
 
 export interface AdviceCost {
   ops: number;
-  docsExamined: number;
+  /** Null (with the two below) when no operation's plan counted them: a plan without counts, or none. */
+  docsExamined: number | null;
   docsReturned: number;
-  examinedPerReturned: number;
-  docsExaminedPerSecond: number;
+  examinedPerReturned: number | null;
+  docsExaminedPerSecond: number | null;
   timeMs: number;
   avgMs: number;
   /** No plan was known: judged from the collection's indexes. */
@@ -159,16 +165,19 @@ function costOf(list: ShapeFigures[], inferred: boolean): AdviceCost {
   let returned = 0;
   let first = Infinity;
   let last = 0;
+  let counted = false;
   for (const f of list) {
     ops += f.ops;
     timeMs += f.timeMs;
     first = Math.min(first, f.firstAt);
     last = Math.max(last, f.lastAt);
     if (f.measuredOps > 0) {
+      counted = true;
       // Scaled to every operation of the shape, measured or not.
       examined += (f.examined / f.measuredOps) * f.ops;
       returned += (f.measuredReturned / f.measuredOps) * f.ops;
     } else if (f.plan?.examined !== undefined) {
+      counted = true;
       examined += f.plan.examined * f.ops;
       returned += (f.plan.returned ?? 0) * f.ops;
     } else returned += f.returned;
@@ -176,10 +185,10 @@ function costOf(list: ShapeFigures[], inferred: boolean): AdviceCost {
   const seconds = Math.max(1, (last - first) / 1000);
   return {
     ops,
-    docsExamined: Math.round(examined),
+    docsExamined: counted ? Math.round(examined) : null,
     docsReturned: Math.round(returned),
-    examinedPerReturned: returned > 0 ? examined / returned : examined,
-    docsExaminedPerSecond: examined / seconds,
+    examinedPerReturned: counted ? (returned > 0 ? examined / returned : examined) : null,
+    docsExaminedPerSecond: counted ? examined / seconds : null,
     timeMs,
     avgMs: ops > 0 ? timeMs / ops : 0,
     inferred,
@@ -190,6 +199,7 @@ export function adviseIndexes(
   shapes: readonly ShapeFigures[],
   indexes: Readonly<Record<string, IndexDescription[] | undefined>>,
   options: AdvisorOptions = DEFAULT_ADVISOR_OPTIONS,
+  use: IndexUse = 'any',
 ): IndexAdvice[] {
   const wanted = new Map<string, { collection: string; index: IndexKeys; shapes: ShapeFigures[]; inferred: boolean }>();
   for (const figures of shapes) {
@@ -206,6 +216,12 @@ export function adviseIndexes(
     const index = esrIndex(shape);
     if (Object.keys(index).length === 0) continue;
     if (existing.some((e) => isPrefix(index, e.keys))) continue;
+    if (use === 'first-field-equality') {
+      // An index there serves only an equality on its first field: none helps a shape without one, and
+      // once an index starts with one of its equality fields, a longer one reads the same documents.
+      const equalities = shape.fields.filter(([, kind]) => kind === 'eq').map(([field]) => field);
+      if (equalities.length === 0 || existing.some((e) => equalities.includes(Object.keys(e.keys)[0]!))) continue;
+    }
     const key = `${collection}\u0000${JSON.stringify(index)}`;
     const entry = wanted.get(key) ?? { collection, index, shapes: [], inferred };
     entry.shapes.push(figures);
@@ -223,7 +239,7 @@ export function adviseIndexes(
     const cost = costOf(entry.shapes, entry.inferred);
     const reason = entry.inferred
       ? `no index of ${entry.collection} starts with a field these queries test (the database gave no plan: inferred)`
-      : cost.docsExamined > 0
+      : cost.examinedPerReturned !== null
         ? `these queries examine ${cost.examinedPerReturned.toFixed(1)} documents per document returned`
         : 'the database\'s plan for these queries reads the whole collection';
     return {
@@ -236,13 +252,14 @@ export function adviseIndexes(
       cost,
     };
   });
-  advice.sort((a, b) => Number(a.cost!.inferred) - Number(b.cost!.inferred) || b.cost!.docsExaminedPerSecond - a.cost!.docsExaminedPerSecond || b.cost!.timeMs - a.cost!.timeMs);
-  // Existing indexes a longer existing or advised index starts with.
+  advice.sort((a, b) => Number(a.cost!.inferred) - Number(b.cost!.inferred) || (b.cost!.docsExaminedPerSecond ?? 0) - (a.cost!.docsExaminedPerSecond ?? 0) || b.cost!.timeMs - a.cost!.timeMs);
+  // Existing indexes a longer existing or advised index starts with: not one that enforces or deletes
+  // something (unique, TTL), and not in favour of one that holds only some documents (sparse, partial).
   for (const [collection, list] of Object.entries(indexes)) {
     for (const index of list ?? []) {
-      if (index.name === '_id_' || index.unique) continue;
+      if (index.name === '_id_' || index.unique || index.expires) continue;
       const keys = index.keys as IndexKeys;
-      const longer = [...(list ?? []).map((i) => i.keys as IndexKeys), ...kept.filter((e) => e.collection === collection).map((e) => e.index)].find(
+      const longer = [...(list ?? []).filter((i) => !i.partial).map((i) => i.keys as IndexKeys), ...kept.filter((e) => e.collection === collection).map((e) => e.index)].find(
         (other) => Object.keys(other).length > Object.keys(keys).length && isPrefix(keys, other),
       );
       if (!longer) continue;

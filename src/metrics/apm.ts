@@ -9,10 +9,10 @@
  * per-name figures are fixed-bucket histograms; nothing is counted per
  * subscriber of a change; the process is sampled every 2 s by one timer.
  */
-import { adviseIndexes, mergeShapes, type IndexAdvice, type ShapeFigures } from './advisor.js';
+import { adviseIndexes, DEFAULT_ADVISOR_OPTIONS, mergeShapes, type IndexAdvice, type ShapeFigures } from './advisor.js';
 import { BoundedNames } from './bounded-names.js';
 import { capacityReport, type CapacityReport, type CapacityTarget } from './capacity.js';
-import { DatabaseStats, type IndexDescription } from './database-stats.js';
+import { DatabaseStats, type IndexDescription, type IndexUse } from './database-stats.js';
 import { ErrorStore, type ErrorRecord } from './error-store.js';
 import { Histogram, type HistogramData } from './histogram.js';
 import { LiveQueryStats, type LiveQueryStrategy } from './live-query-stats.js';
@@ -151,6 +151,8 @@ export interface ApmReport {
   idle: { cpuPercent: number; rssMb: number; measured: boolean };
   /** Mean CPU over the last minute's samples, percent of one core. */
   cpuLastMinute: number;
+  /** Seconds the recent windows (methods' and publications' `recent`) cover: 30 to 60, less just after start. */
+  recentSeconds: number;
 }
 
 /** PERSEID_APM: on (also when unset) or off; undefined for anything else, which `perseid start` refuses. */
@@ -183,6 +185,9 @@ export class Apm {
   private lastCounters: Record<string, number> = {};
   private intervalMethods = new Histogram();
   private intervalReady = new Histogram();
+  /** When the recent window began (the previous half's start) and when its current half began, ms since the epoch. */
+  private recentSince = Date.now();
+  private halfSince = this.recentSince;
   private jobsSummary: (() => Promise<unknown>) | undefined;
 
   /** Starts sampling the process (idempotent); the timer does not keep the process alive. */
@@ -192,6 +197,7 @@ export class Apm {
     this.startRss = process.memoryUsage.rss() / (1024 * 1024);
     this.latest = this.process.sample();
     this.lastCounters = metrics.snapshot();
+    this.recentSince = this.halfSince = Date.now();
     let rotations = 0;
     this.timer = setInterval(() => {
       this.sample();
@@ -239,11 +245,12 @@ export class Apm {
     endCallSpan(trace);
   }
 
-  /** Time other messages of the connection waited behind this call. */
+  /** Time other messages of the connection waited behind this call (a method's figures add it; a subscription's trace keeps it). */
   waitedOn(trace: Trace | undefined, ms: number): void {
     if (!trace || ms <= 0) return;
     trace.waitedOn += ms;
-    this.methods.peek(trace.name)?.waitedOn(ms);
+    // By kind: a publication may share its name with a method.
+    if (trace.kind === 'method') this.methods.peek(trace.name)?.waitedOn(ms);
   }
 
   subStarted(name: string, arrived: number, session: string, userId: string | null): Trace | undefined {
@@ -275,6 +282,11 @@ export class Apm {
   subStopped(trace: Trace | undefined, lifetimeMs: number): void {
     if (!trace) return;
     this.publications.get(trace.name).stopped(lifetimeMs);
+    if (trace.finished) return;
+    // Stopped before it was ready (the client gave up, or went away): its span ends here, saying so.
+    trace.finish();
+    trace.span?.setAttribute('perseid.subscription.ready', false);
+    endCallSpan(trace);
   }
 
   /** Where a subscription's live queries count the changes they send it (undefined when not traced). */
@@ -335,6 +347,8 @@ export class Apm {
   }
 
   private rotate(): void {
+    this.recentSince = this.halfSince;
+    this.halfSince = Date.now();
     for (const stats of this.methods.values()) stats.rotate();
     for (const stats of this.publications.values()) stats.rotate();
   }
@@ -416,6 +430,7 @@ export class Apm {
       overflowed: { methods: this.methods.overflowed, publications: this.publications.overflowed, shapes: this.database.shapes.overflowed },
       idle: Number.isFinite(this.idleRss) ? { cpuPercent: this.idleCpu, rssMb: this.idleRss, measured: true } : { cpuPercent: 0, rssMb: this.startRss, measured: false },
       cpuLastMinute: this.cpuLastMinute(latest),
+      recentSeconds: (Date.now() - this.recentSince) / 1000,
     };
     if (process.env.PERSEID_WORKER_ID !== undefined) report.worker = process.env.PERSEID_WORKER_ID;
     return report;
@@ -432,7 +447,7 @@ export class Apm {
     const indexes: ApmSnapshot['indexes'] = {};
     const collections = [...new Set(report.database.shapes.map((s) => s.collection))];
     await Promise.all(collections.map(async (c) => (indexes[c] = await this.database.indexes(c))));
-    const out: ApmSnapshot = { reports: [report], indexes };
+    const out: ApmSnapshot = { reports: [report], indexes, indexUse: this.database.indexUse };
     if (this.jobsSummary) out.jobs = await this.jobsSummary().catch((error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }));
     return out;
   }
@@ -447,6 +462,7 @@ export class Apm {
     this.traces.clear();
     this.errors.clear();
     this.history.length = 0;
+    this.recentSince = this.halfSince = Date.now();
   }
 }
 
@@ -454,6 +470,8 @@ export class Apm {
 export interface ApmSnapshot {
   reports: ApmReport[];
   indexes: Record<string, IndexDescription[] | undefined>;
+  /** What the database's indexes serve (absent: anything, as MongoDB's). */
+  indexUse?: IndexUse;
   jobs?: unknown;
   /** Every server's load, when this process balances a cluster or is a workers' primary. */
   servers?: ServerSummary[];
@@ -466,6 +484,8 @@ export function adviceFor(snapshot: ApmSnapshot): IndexAdvice[] {
   return adviseIndexes(
     mergeShapes(snapshot.reports.flatMap((r) => r.database.shapes)),
     snapshot.indexes,
+    DEFAULT_ADVISOR_OPTIONS,
+    snapshot.indexUse,
   );
 }
 

@@ -27,6 +27,9 @@ function el(tag, props, ...children) {
 }
 function table(id, head, rows) {
   const t = el('table', null, el('thead', null, el('tr', null, ...head.map((h) => el('th', null, h)))), el('tbody', null, ...rows.map((r) => el('tr', null, ...r.map((c) => el('td', null, c))))));
+  // A timeline or stack a person opened stays open through the redraw every 2 s.
+  const open = new Set([...$(id).querySelectorAll('details[open]')].map((d) => d.dataset.key));
+  for (const d of t.querySelectorAll('details')) if (open.has(d.dataset.key)) d.open = true;
   $(id).replaceChildren(rows.length ? t : el('p', { className: 'none' }, 'nothing yet'));
 }
 const COLOURS = ['#3366cc', '#dc3912', '#ff9900', '#109618', '#990099', '#0099c6'];
@@ -53,7 +56,7 @@ function bar(trace) {
   return b;
 }
 function timeline(trace) {
-  return el('details', null, el('summary', null, trace.events.length + ' events'),
+  return el('details', { 'data-key': trace.kind + ' ' + trace.name + ' ' + trace.at }, el('summary', null, trace.events.length + ' events'),
     el('ol', null, ...trace.events.map((e) => el('li', null, '+' + fmt(e.at) + ' ms ' + e.type + ' ' + fmt(e.duration) + ' ms' + (e.collection ? ' ' + e.op + ' ' + e.collection : '') + (e.shape ? ' ' + e.shape : '') + (e.docs !== undefined ? ' (' + e.docs + ' docs)' : '') + (e.message ? ' ' + e.message : '')))));
 }
 const state = { history: [] };
@@ -92,9 +95,9 @@ async function refresh() {
   table('t-traces', ['', 'name', 'at', 'total ms', 'breakdown', 'wait', 'db', 'async', 'compute', 'waitedOn', 'timeline'],
     v.traces.map((t) => [t.kind, t.name, new Date(t.at).toLocaleTimeString(), fmt(t.total), bar(t), fmt(t.wait), fmt(t.db), fmt(t.async), fmt(t.compute), fmt(t.waitedOn), timeline(t)]));
   table('t-errors', ['where', 'message', 'count', 'last', 'stack'],
-    v.errors.map((e) => [e.kind + ' ' + e.name, e.message + (e.clientError ? ' (sent to the client)' : ''), e.count, new Date(e.lastAt).toLocaleTimeString(), el('details', null, el('summary', null, 'stack'), el('pre', null, e.stack || ''))]));
+    v.errors.map((e) => [e.kind + ' ' + e.name, e.message + (e.clientError ? ' (sent to the client)' : ''), e.count, new Date(e.lastAt).toLocaleTimeString(), el('details', { 'data-key': e.kind + ' ' + e.name + ' ' + e.message }, el('summary', null, 'stack'), el('pre', null, e.stack || ''))]));
   table('t-advice', ['', 'collection', 'run this', 'why', 'cost'],
-    v.advice.map((a) => [a.action, a.collection, el('code', null, a.line), a.reason + (a.shapes.length ? ' — ' + a.shapes.join('; ') : ''), a.cost ? fmt(a.cost.docsExaminedPerSecond, 0) + ' docs examined/s, ' + fmt(a.cost.avgMs, 2) + ' ms avg over ' + a.cost.ops + ' ops' : '']));
+    v.advice.map((a) => [a.action, a.collection, el('code', null, a.line), a.reason + (a.shapes.length ? ' — ' + a.shapes.join('; ') : ''), a.cost ? (a.cost.docsExaminedPerSecond === null ? 'documents examined not reported by the database' : fmt(a.cost.docsExaminedPerSecond, 0) + ' docs examined/s') + ', ' + fmt(a.cost.avgMs, 2) + ' ms avg over ' + a.cost.ops + ' ops' : '']));
   const c = v.capacity;
   table('t-capacity', ['sessions', 'users', 'CPU % per 100 sessions', 'MB per 100 sessions', 'CPU % per 100 users', 'MB per 100 users', 'event-loop headroom', 'plan', 'note'],
     [[c.sessions, c.users, fmt(c.cpuPer100Sessions), fmt(c.memoryMbPer100Sessions), fmt(c.cpuPer100Users), fmt(c.memoryMbPer100Users), fmt(c.eventLoopHeadroomPercent, 0) + ' %',

@@ -5,7 +5,7 @@
  * points summed over workers, traces and errors merged, with index advice and
  * capacity.
  */
-import { adviceFor, capacityFor, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
+import { adviceFor, capacityFor, type ApmReport, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
 import { mergeShapes, type IndexAdvice } from './advisor.js';
 import type { CapacityReport, CapacityTarget } from './capacity.js';
 import type { ErrorRecord } from './error-store.js';
@@ -88,8 +88,18 @@ export interface DashboardView {
   jobs?: unknown;
 }
 
-/** How long the recent window covers, s (two rotations of 30 s: between 30 and 60; 45 on average). */
-const RECENT_SECONDS = 45;
+/** Per second over a process's recent window; at least a second, so a call just after start is not a burst of thousands. */
+function perSecond(count: number, report: ApmReport): number {
+  return count / Math.max(1, report.recentSeconds);
+}
+
+/**
+ * The recent times of every process, or all times when no process had a recent one: never one
+ * process's recent times merged with another's since its start.
+ */
+function recentOrAll(recent: Histogram, all: Histogram): Histogram {
+  return recent.count > 0 ? recent : all;
+}
 
 function counter(snapshot: ApmSnapshot, name: string): number {
   return snapshot.reports.reduce((n, r) => n + (r.counters.find((c) => c.name === name)?.value ?? 0), 0);
@@ -128,19 +138,20 @@ function mergeHistory(histories: HistoryPoint[][]): HistoryPoint[] {
 
 export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): DashboardView {
   const { reports } = snapshot;
-  const methods = new Map<string, { calls: number; errors: number; recentCalls: number; recent: Histogram; parts: number[] }>();
+  const methods = new Map<string, { calls: number; errors: number; rate: number; recent: Histogram; total: Histogram; parts: number[] }>();
   for (const r of reports) {
     for (const m of r.methods) {
-      const row = methods.get(m.name) ?? { calls: 0, errors: 0, recentCalls: 0, recent: new Histogram(), parts: PARTS.map(() => 0) };
+      const row = methods.get(m.name) ?? { calls: 0, errors: 0, rate: 0, recent: new Histogram(), total: new Histogram(), parts: PARTS.map(() => 0) };
       row.calls += m.calls;
       row.errors += m.errors;
-      row.recentCalls += m.recent.calls;
-      row.recent.add(m.recent.time.count > 0 ? m.recent.time : m.time);
+      row.rate += perSecond(m.recent.calls, r);
+      row.recent.add(m.recent.time);
+      row.total.add(m.time);
       m.parts.forEach((v, i) => (row.parts[i]! += v));
       methods.set(m.name, row);
     }
   }
-  const publications = new Map<string, PublicationRow & { ready: Histogram; reused: number; observers: number; recentSubs: number }>();
+  const publications = new Map<string, PublicationRow & { ready: Histogram; readyTotal: Histogram; reused: number; observers: number }>();
   for (const r of reports) {
     for (const p of r.publications) {
       const row = publications.get(p.name) ?? {
@@ -157,9 +168,9 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
         liveBytes: 0,
         observerReuse: 0,
         ready: new Histogram(),
+        readyTotal: new Histogram(),
         reused: 0,
         observers: 0,
-        recentSubs: 0,
       };
       row.subs += p.subs;
       row.active += p.active;
@@ -168,8 +179,9 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       row.initialBytes += p.initialBytes;
       row.liveDocs += p.live.added + p.live.changed + p.live.removed;
       row.liveBytes += p.liveBytes.added + p.liveBytes.changed + p.liveBytes.removed;
-      row.recentSubs += p.recentSubs;
-      row.ready.add(p.recentReady.count > 0 ? p.recentReady : p.ready);
+      row.rate += perSecond(p.recentSubs, r);
+      row.ready.add(p.recentReady);
+      row.readyTotal.add(p.ready);
       row.reused += p.observersReused;
       row.observers += p.observersCreated + p.observersReused;
       publications.set(p.name, row);
@@ -249,23 +261,25 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
     },
     history: mergeHistory(reports.map((r) => r.history)),
     methods: [...methods]
-      .map(([name, m]) => ({
-        name,
-        calls: m.calls,
-        errors: m.errors,
-        rate: m.recentCalls / RECENT_SECONDS,
-        p50: m.recent.percentile(50),
-        p95: m.recent.percentile(95),
-        p99: m.recent.percentile(99),
-        breakdown: Object.fromEntries(PARTS.map((part, i) => [part, m.calls ? m.parts[i]! / m.calls : 0])) as MethodRow['breakdown'],
-      }))
+      .map(([name, m]) => {
+        const times = recentOrAll(m.recent, m.total);
+        return {
+          name,
+          calls: m.calls,
+          errors: m.errors,
+          rate: m.rate,
+          p50: times.percentile(50),
+          p95: times.percentile(95),
+          p99: times.percentile(99),
+          breakdown: Object.fromEntries(PARTS.map((part, i) => [part, m.calls ? m.parts[i]! / m.calls : 0])) as MethodRow['breakdown'],
+        };
+      })
       .sort((a, b) => b.calls - a.calls),
     publications: [...publications.values()]
-      .map(({ ready, reused: r, observers, recentSubs, ...row }) => ({
+      .map(({ ready, readyTotal, reused: r, observers, ...row }) => ({
         ...row,
-        rate: recentSubs / RECENT_SECONDS,
-        readyP50: ready.percentile(50),
-        readyP95: ready.percentile(95),
+        readyP50: recentOrAll(ready, readyTotal).percentile(50),
+        readyP95: recentOrAll(ready, readyTotal).percentile(95),
         observerReuse: observers ? r / observers : 0,
       }))
       .sort((a, b) => b.subs - a.subs),
@@ -293,6 +307,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
 export function mergeSnapshots(snapshots: readonly ApmSnapshot[]): ApmSnapshot {
   const out: ApmSnapshot = { reports: snapshots.flatMap((s) => s.reports), indexes: {} };
   for (const s of snapshots) {
+    out.indexUse ??= s.indexUse;
     for (const [c, list] of Object.entries(s.indexes)) if (list) out.indexes[c] ??= list;
     if (s.jobs !== undefined && out.jobs === undefined) out.jobs = s.jobs;
   }

@@ -28,6 +28,10 @@ export interface IndexDescription {
   name: string;
   keys: Record<string, number>;
   unique?: boolean;
+  /** A TTL index (MongoDB's expireAfterSeconds): it deletes documents, so it is never advised for dropping. */
+  expires?: boolean;
+  /** Sparse or partial: it holds only some documents, so it serves only some queries. */
+  partial?: boolean;
 }
 
 export class OperationStats {
@@ -67,6 +71,13 @@ export class CommandStats {
 
 type IndexLister = (collection: string) => Promise<IndexDescription[]>;
 
+/**
+ * What a database's indexes serve: MongoDB's, every condition and sort of the
+ * shape; the embedded store's, an equality on an index's first field (it looks
+ * those documents up and reads them all).
+ */
+export type IndexUse = 'any' | 'first-field-equality';
+
 export class DatabaseStats {
   readonly operations = new BoundedNames<OperationStats>(500, () => new OperationStats(OTHER, OTHER));
   readonly shapes = new BoundedNames<ShapeStats>(1000, () => new ShapeStats(OTHER, queryShape({ [OTHER]: 1 })));
@@ -74,6 +85,8 @@ export class DatabaseStats {
   /** Operations slower than this count as slow (ms). */
   slowMs = 100;
   private lister: IndexLister | undefined;
+  /** What the registered database's indexes serve. */
+  indexUse: IndexUse = 'any';
 
   /** Counts one operation; `shape` for those that select documents. */
   record(collection: string, op: DbOperation, shape: QueryShape | undefined, ms: number, docs: number | undefined, plan: QueryPlan | undefined, failed: boolean): ShapeStats | undefined {
@@ -108,9 +121,10 @@ export class DatabaseStats {
     stats.time.record(ms);
   }
 
-  /** Where the advisor learns a collection's indexes (the database registers itself). */
-  listIndexesWith(lister: IndexLister): void {
+  /** Where the advisor learns a collection's indexes, and what they serve (the database registers itself). */
+  listIndexesWith(lister: IndexLister, use: IndexUse = 'any'): void {
     this.lister = lister;
+    this.indexUse = use;
   }
 
   async indexes(collection: string): Promise<IndexDescription[] | undefined> {

@@ -4,6 +4,7 @@
  * last, and the trace of its latest occurrence. At most `cap` entries; the
  * one seen longest ago makes room.
  */
+import { errorText } from './error-text.js';
 import type { TraceRecord } from './trace.js';
 
 export type ErrorKind = 'method' | 'sub' | 'server';
@@ -28,15 +29,14 @@ export class ErrorStore {
   constructor(private readonly cap = 50) {}
 
   add(kind: ErrorKind, name: string, error: unknown, clientError: boolean, trace?: TraceRecord): void {
-    const err = error instanceof Error ? error : new Error(String(error));
-    const message = err.message.length > 500 ? `${err.message.slice(0, 500)}…` : err.message;
+    const { message, stack } = errorText(error);
     const key = `${kind}\u0000${name}\u0000${message}`;
     const now = Date.now();
     const held = this.entries.get(key);
     if (held) {
       held.count++;
       held.lastAt = now;
-      if (err.stack) held.stack = err.stack;
+      if (stack) held.stack = stack;
       if (trace) held.trace = trace;
       // Most recent last, so the oldest is first to go.
       this.entries.delete(key);
@@ -45,7 +45,7 @@ export class ErrorStore {
     }
     if (this.entries.size >= this.cap) this.entries.delete(this.entries.keys().next().value!);
     const record: ErrorRecord = { kind, name, message, count: 1, firstAt: now, lastAt: now, clientError };
-    if (err.stack) record.stack = err.stack;
+    if (stack) record.stack = stack;
     if (trace) record.trace = trace;
     this.entries.set(key, record);
   }

@@ -7,14 +7,18 @@
  * `ddp`, `rpc.service`, `rpc.method`), each database operation made inside it
  * a CLIENT child span (`db.system.name`, `db.collection.name`,
  * `db.operation.name`, and the query's shape as `db.query.summary`: never its
- * values), and the app's own spans inside the handler become its children.
+ * values), a subscription's wait for its live queries an INTERNAL child
+ * (`perseid.observe <collection>`), and the app's own spans inside the
+ * handler become its children.
  */
 import { context, ProxyTracerProvider, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type SpanOptions } from '@opentelemetry/api';
+import { errorText } from './error-text.js';
 import type { Trace } from './trace.js';
 
 const tracer = trace.getTracer('perseid');
 const SERVER_SPAN: SpanOptions = { kind: SpanKind.SERVER };
 const CLIENT_SPAN: SpanOptions = { kind: SpanKind.CLIENT };
+const INTERNAL_SPAN: SpanOptions = { kind: SpanKind.INTERNAL };
 /** What the API's provider delegates to while no SDK is registered. */
 const NO_SDK = new ProxyTracerProvider().getDelegate();
 
@@ -59,6 +63,26 @@ export function endCallSpan(t: Trace): void {
   span.end();
 }
 
+/**
+ * A subscription's wait for one of its cursors' live queries (its first read,
+ * or a running one's documents): an INTERNAL child of the subscription's
+ * span. The live query's own reads are spans of their own, not its children:
+ * a live query outlives the subscription that started it and serves others.
+ */
+export function startObserveSpan(parent: Span | undefined, collection: string): Span | undefined {
+  if (!parent) return undefined;
+  const span = tracer.startSpan(`perseid.observe ${collection}`, INTERNAL_SPAN, trace.setSpan(ROOT_CONTEXT, parent));
+  span.setAttribute('db.collection.name', collection);
+  return span;
+}
+
+export function endObserveSpan(span: Span | undefined, docs: number | undefined, reused: boolean | undefined, error: unknown): void {
+  if (!span) return;
+  if (docs !== undefined) span.setAttribute('db.response.returned_rows', docs);
+  if (reused !== undefined) span.setAttribute('perseid.live_query.reused', reused);
+  endDbSpan(span, undefined, error);
+}
+
 /** Starts a database operation's span, child of `parent` (a call's span) or of the active context. */
 export function startDbSpan(parent: Span | undefined, system: string, collection: string, op: string, shape: string | undefined): Span | undefined {
   if (!sdkRegistered()) return undefined;
@@ -74,7 +98,7 @@ export function endDbSpan(span: Span | undefined, docs: number | undefined, erro
   if (!span) return;
   if (docs !== undefined) span.setAttribute('db.response.returned_rows', docs);
   if (error !== undefined) {
-    const message = error instanceof Error ? error.message : String(error);
+    const { message } = errorText(error);
     span.setStatus({ code: SpanStatusCode.ERROR, message });
     span.setAttribute('error.type', error instanceof Error ? error.name : 'Error');
   }

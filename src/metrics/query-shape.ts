@@ -86,6 +86,22 @@ function collect(selector: Record<string, unknown>, out: Collected): void {
   }
 }
 
+/**
+ * Longest shape key kept as it is. Field names can come from a client (an app
+ * that passes a filter on): past this, a shape is one per collection, so
+ * made-up names cannot fill memory and `/metrics` with megabyte labels.
+ */
+const MAX_KEY_LENGTH = 1000;
+
+/** The one shape of every query whose key would be longer than MAX_KEY_LENGTH. */
+const TOO_LONG: QueryShape = {
+  key: `{(fields too many or too long to name: over ${MAX_KEY_LENGTH} characters)}`,
+  fields: [],
+  sort: [],
+  byId: false,
+  unindexable: 'it tests or sorts by more fields than a shape names',
+};
+
 /** The shape of `selector` sorted by `sort`. */
 export function queryShape(selector: Record<string, unknown> | undefined, sort?: SortKeys): QueryShape {
   const collected: Collected = { fields: new Map() };
@@ -94,6 +110,7 @@ export function queryShape(selector: Record<string, unknown> | undefined, sort?:
   const sortKeys = sort ?? [];
   let key = `{${fields.map(([f, k]) => `${f}: ${k}`).join(', ')}}`;
   if (sortKeys.length > 0) key += ` sort {${sortKeys.map(([f, d]) => `${f}: ${d}`).join(', ')}}`;
+  if (key.length > MAX_KEY_LENGTH) return TOO_LONG;
   const id = collected.fields.get('_id');
   const shape: QueryShape = { key, fields, sort: sortKeys, byId: id === 'eq' || id === 'in' };
   return collected.unindexable ? { ...shape, unindexable: collected.unindexable } : shape;

@@ -16,6 +16,7 @@
  */
 import type { Span } from '@opentelemetry/api';
 import { performance } from 'node:perf_hooks';
+import { cut, errorText } from './error-text.js';
 
 export type TraceKind = 'method' | 'sub';
 
@@ -123,9 +124,8 @@ export class Trace {
     else this.closeGap(now);
     this.total = now - this.arrived;
     if (error !== undefined) {
-      const err = error instanceof Error ? error : new Error(String(error));
-      this.error = { message: err.message, stack: err.stack };
-      this.push({ type: 'error', at: this.total, duration: 0, message: err.message });
+      this.error = errorText(error);
+      this.push({ type: 'error', at: this.total, duration: 0, message: this.error.message });
     }
     this.finished = true;
   }
@@ -166,7 +166,7 @@ export class Trace {
     const event: TraceEvent = { type: 'db', at: started - this.arrived, duration: now - started, collection, op };
     if (shape !== undefined) event.shape = shape;
     if (docs !== undefined) event.docs = docs;
-    if (error !== undefined) event.message = error;
+    if (error !== undefined) event.message = cut(error);
     this.push(event);
   }
 

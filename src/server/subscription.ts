@@ -16,7 +16,7 @@ import type { ChangeCounter, LiveQuery, LiveQueryObserver } from '../reactive/li
 import type { ObserveHandle } from '../reactive/registry.js';
 import { apm } from '../metrics/apm.js';
 import { messageBytes } from '../metrics/message-size.js';
-import { withCallSpan } from '../metrics/otel.js';
+import { endObserveSpan, startObserveSpan, withCallSpan } from '../metrics/otel.js';
 import { runInTrace } from '../metrics/trace-scope.js';
 import type { Trace } from '../metrics/trace.js';
 import type { ConnectionHandle } from './connection-handle.js';
@@ -218,14 +218,17 @@ export class Subscription {
       // starts) outlives the subscription and must not carry its scope.
       const { trace } = this;
       const started = trace?.dbStarted();
+      const span = startObserveSpan(trace?.span, cursor.collectionName);
       let handle: ObserveHandle;
       try {
         handle = await cursor.observeLive(holder);
       } catch (error) {
         trace?.dbEnded(started!, cursor.collectionName, 'observe', undefined, undefined, error instanceof Error ? error.message : String(error));
+        endObserveSpan(span, undefined, undefined, error);
         throw error;
       }
       trace?.dbEnded(started!, cursor.collectionName, 'observe', undefined, holder.size());
+      endObserveSpan(span, holder.size(), handle.reused, undefined);
       apm.observerAttached(trace, handle.reused);
       if (this.stopped) {
         handle.stop();

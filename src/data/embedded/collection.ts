@@ -226,7 +226,7 @@ export class EmbeddedCollection implements CollectionDriver {
   async listIndexes(): Promise<IndexDescription[]> {
     if (this.isEmpty) return [];
     const out: IndexDescription[] = [{ name: ID_INDEX, keys: { _id: 1 }, unique: true }];
-    for (const spec of this.indexes.specs()) out.push({ name: spec.name, keys: { ...spec.keys }, unique: spec.unique });
+    for (const spec of this.indexes.specs()) out.push({ name: spec.name, keys: { ...spec.keys }, unique: spec.unique, partial: spec.sparse });
     return out;
   }
 

@@ -156,7 +156,13 @@ export class MongoCollection implements CollectionDriver {
   async listIndexes(): Promise<IndexDescription[]> {
     try {
       const list = await this.raw.indexes();
-      return list.map((index) => ({ name: String(index.name), keys: index.key as Record<string, number>, unique: index.unique === true }));
+      return list.map((index) => ({
+        name: String(index.name),
+        keys: index.key as Record<string, number>,
+        unique: index.unique === true,
+        expires: index.expireAfterSeconds !== undefined,
+        partial: index.sparse === true || index.partialFilterExpression !== undefined,
+      }));
     } catch {
       return []; // no such collection yet
     }
