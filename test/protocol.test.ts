@@ -342,6 +342,8 @@ describe('publications', () => {
       server.publish('badReturn', () => 42);
       // Limit without sort: a live query that re-runs its query (throttled) for every change.
       server.publish('requeried', () => fenced.find({}, { limit: 100 }));
+      // Meteor makes an array of cursors ready once they are published, an empty one at once (a publication with nothing to show this user).
+      server.publish('noCursors', () => []);
       server.publish('twoCursorsOneCollection', () => [items.find({ color: 'red' }), items.find({ color: 'blue' })]);
       server.publish(null, function () {
         this.added('meta', 'server', { name: 'perseid' });
@@ -470,6 +472,13 @@ describe('publications', () => {
     peer.send({ msg: 'sub', id: 'ss', name: 'selfStop' });
     await peer.next((m) => m.msg === 'ready');
     assert.deepEqual(await peer.next((m) => m.msg === 'nosub'), { msg: 'nosub', id: 'ss' });
+    peer.close();
+  });
+
+  it('makes a publication that returns an empty array of cursors ready, as Meteor does', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'none', name: 'noCursors' });
+    assert.deepEqual(await peer.next((m) => m.msg === 'ready' || m.msg === 'nosub'), { msg: 'ready', subs: ['none'] });
     peer.close();
   });
 

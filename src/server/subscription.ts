@@ -186,10 +186,11 @@ export class Subscription {
       result = await (trace ? withCallSpan(trace.span, () => runInTrace(trace, () => this.handler.call(this, ...this.params))) : this.handler.call(this, ...this.params));
       if (this.stopped) return;
       const cursors = result instanceof Cursor ? [result] : Array.isArray(result) && result.every((c) => c instanceof Cursor) ? (result as Cursor[]) : undefined;
-      if (cursors && cursors.length > 0) {
+      if (cursors) {
+        // An empty array too, as Meteor does: a publication with nothing to show this client is ready at once.
         await this.publishCursors(cursors);
         this.ready();
-      } else if (result !== undefined && result !== null && !(Array.isArray(result) && result.length === 0)) {
+      } else if (result !== undefined && result !== null) {
         throw new Error('Publish function can only return a Cursor or an array of Cursors');
       }
     } catch (error) {
