@@ -94,21 +94,33 @@ describe('the index advisor', () => {
 describe('the capacity report', () => {
   it('takes the idle cost off, divides per 100 sessions and users, and plans instances', () => {
     const report = capacityReport(
-      { processes: 1, sessions: 400, users: 200, cpuPercent: 45, idleCpuPercent: 5, rssMb: 300, idleRssMb: 100, idleMeasured: true, utilization: 0.4, lagP99Ms: 3 },
+      { processes: 1, sessions: 400, sessionsLastMinute: 400, users: 200, cpuPercent: 45, idleCpuPercent: 5, rssMb: 300, idleRssMb: 100, idleMeasured: true, utilization: 0.4, lagP99Ms: 3 },
       { sessions: 10000, cpuPercent: 70, memoryMb: 1024 },
     );
     assert.equal(report.cpuPer100Sessions, 10);
     assert.equal(report.memoryMbPer100Sessions, 50);
     assert.equal(report.cpuPer100Users, 20);
     assert.equal(report.eventLoopHeadroomPercent, 60);
-    assert.equal(report.plan!.byCpu, 15); // 10000 sessions × 0.1 % = 1000 % of a core, at 70 % each
+    assert.equal(report.plan!.byCpu, 16); // 10000 sessions × 0.1 % = 1000 % of a core, over (70 - 5 idle) % each
     assert.equal(report.plan!.byMemory, 6); // 5000 MB over (1024 - 100) MB each
-    assert.equal(report.plan!.instances, 15);
-    assert.equal(report.plan!.sessionsPerInstance, 700);
+    assert.equal(report.plan!.instances, 16);
+    assert.equal(report.plan!.sessionsPerInstance, 650);
+  });
+
+  it('divides the last minute\'s CPU by the sessions open over that minute, not by those open now', () => {
+    // Ramping up: 400 sessions now, 200 on average over the minute whose CPU (45 %) is measured.
+    const report = capacityReport(
+      { processes: 1, sessions: 400, sessionsLastMinute: 200, users: 200, cpuPercent: 45, idleCpuPercent: 5, rssMb: 300, idleRssMb: 100, idleMeasured: true, utilization: 0.4, lagP99Ms: 3 },
+      { sessions: 10000, cpuPercent: 70 },
+    );
+    assert.equal(report.cpuPer100Sessions, 20);
+    assert.equal(report.cpuPer100Users, 40);
+    assert.equal(report.memoryMbPer100Sessions, 50); // memory is a figure of now: the sessions open now
+    assert.equal(report.plan!.byCpu, 31);
   });
 
   it('says when there is nothing to measure', () => {
-    const report = capacityReport({ processes: 1, sessions: 0, users: 0, cpuPercent: 1, idleCpuPercent: 1, rssMb: 90, idleRssMb: 90, idleMeasured: true, utilization: 0, lagP99Ms: 0 }, { sessions: 100 });
+    const report = capacityReport({ processes: 1, sessions: 0, sessionsLastMinute: 0, users: 0, cpuPercent: 1, idleCpuPercent: 1, rssMb: 90, idleRssMb: 90, idleMeasured: true, utilization: 0, lagP99Ms: 0 }, { sessions: 100 });
     assert.equal(report.cpuPer100Sessions, null);
     assert.equal(report.plan!.instances, null);
     assert.match(report.note!, /No session is open/);

@@ -149,8 +149,8 @@ export interface ApmReport {
    * figures err high rather than low.
    */
   idle: { cpuPercent: number; rssMb: number; measured: boolean };
-  /** Mean CPU over the last minute's samples, percent of one core. */
-  cpuLastMinute: number;
+  /** Mean CPU (percent of one core) and open sessions over the last minute's samples. */
+  lastMinute: { cpuPercent: number; sessions: number };
   /** Seconds the recent windows (methods' and publications' `recent`) cover: 30 to 60, less just after start. */
   recentSeconds: number;
 }
@@ -341,9 +341,12 @@ export class Apm {
     this.lastCounters = counters;
   }
 
-  private cpuLastMinute(latest: ProcessSample): number {
+  /** Mean CPU and sessions over the last minute's samples (the latest sample's alone before the first). */
+  private lastMinute(latest: ProcessSample): { cpuPercent: number; sessions: number } {
     const points = this.history.slice(-30);
-    return points.length === 0 ? latest.cpuUser + latest.cpuSystem : points.reduce((n, p) => n + p.cpu, 0) / points.length;
+    if (points.length === 0) return { cpuPercent: latest.cpuUser + latest.cpuSystem, sessions: this.sessionFigures().sessions };
+    const mean = (f: (p: HistoryPoint) => number) => points.reduce((n, p) => n + f(p), 0) / points.length;
+    return { cpuPercent: mean((p) => p.cpu), sessions: mean((p) => p.sessions) };
   }
 
   private rotate(): void {
@@ -429,7 +432,7 @@ export class Apm {
       errors: this.errors.recent(),
       overflowed: { methods: this.methods.overflowed, publications: this.publications.overflowed, shapes: this.database.shapes.overflowed },
       idle: Number.isFinite(this.idleRss) ? { cpuPercent: this.idleCpu, rssMb: this.idleRss, measured: true } : { cpuPercent: 0, rssMb: this.startRss, measured: false },
-      cpuLastMinute: this.cpuLastMinute(latest),
+      lastMinute: this.lastMinute(latest),
       recentSeconds: (Date.now() - this.recentSince) / 1000,
     };
     if (process.env.PERSEID_WORKER_ID !== undefined) report.worker = process.env.PERSEID_WORKER_ID;
@@ -489,15 +492,20 @@ export function adviceFor(snapshot: ApmSnapshot): IndexAdvice[] {
   );
 }
 
-/** The capacity report over one or more processes' reports. */
-export function capacityFor(reports: readonly ApmReport[], target?: CapacityTarget): CapacityReport {
+/**
+ * The capacity report over one or more processes' reports; a workers' primary's CPU counts too (it follows the
+ * database for its workers, work their sessions cause), as of its latest sample, with no idle cost taken off.
+ */
+export function capacityFor(snapshot: Pick<ApmSnapshot, 'reports' | 'primary'>, target?: CapacityTarget): CapacityReport {
+  const { reports, primary } = snapshot;
   const sum = (f: (r: ApmReport) => number) => reports.reduce((n, r) => n + f(r), 0);
   return capacityReport(
     {
       processes: reports.length,
       sessions: sum((r) => r.sessions.sessions),
+      sessionsLastMinute: sum((r) => r.lastMinute.sessions),
       users: sum((r) => r.sessions.users),
-      cpuPercent: sum((r) => r.cpuLastMinute),
+      cpuPercent: sum((r) => r.lastMinute.cpuPercent) + (primary ? primary.cpuUser + primary.cpuSystem : 0),
       idleMeasured: reports.every((r) => r.idle.measured),
       idleCpuPercent: sum((r) => r.idle.cpuPercent),
       rssMb: sum((r) => r.process.rssMb),

@@ -11,6 +11,8 @@ export interface CapacityInputs {
   /** Processes the figures cover (workers of a machine). */
   processes: number;
   sessions: number;
+  /** Mean sessions open over the minute `cpuPercent` covers: while load ramps up, the sessions open now did not all cost that CPU. */
+  sessionsLastMinute: number;
   /** Distinct logged-in users over the open sessions. */
   users: number;
   /** CPU over the last minute, percent of one core (summed over processes). */
@@ -68,13 +70,15 @@ function per100(cost: number, count: number): number | null {
 export function capacityReport(inputs: CapacityInputs, target?: CapacityTarget): CapacityReport {
   const cpu = Math.max(0, inputs.cpuPercent - inputs.idleCpuPercent);
   const memory = Math.max(0, inputs.rssMb - inputs.idleRssMb);
+  // Users are counted now only: scaled by how the sessions moved over the minute, as the sessions' own figure is.
+  const usersLastMinute = inputs.sessions > 0 ? inputs.users * (inputs.sessionsLastMinute / inputs.sessions) : 0;
   const report: CapacityReport = {
     sessions: inputs.sessions,
     users: inputs.users,
     processes: inputs.processes,
-    cpuPer100Sessions: per100(cpu, inputs.sessions),
+    cpuPer100Sessions: inputs.sessions > 0 ? per100(cpu, inputs.sessionsLastMinute) : null,
     memoryMbPer100Sessions: per100(memory, inputs.sessions),
-    cpuPer100Users: per100(cpu, inputs.users),
+    cpuPer100Users: per100(cpu, usersLastMinute),
     memoryMbPer100Users: per100(memory, inputs.users),
     eventLoopHeadroomPercent: Math.max(0, 100 * (1 - inputs.utilization)),
     lagP99Ms: inputs.lagP99Ms,
@@ -84,8 +88,11 @@ export function capacityReport(inputs: CapacityInputs, target?: CapacityTarget):
   if (target) {
     const cpuTarget = target.cpuPercent ?? 70;
     const perSessionCpu = report.cpuPer100Sessions === null ? null : report.cpuPer100Sessions / 100;
-    const byCpu = perSessionCpu === null ? null : Math.max(1, Math.ceil((target.sessions * perSessionCpu) / cpuTarget));
-    const plan: CapacityPlan = { sessions: target.sessions, cpuPercent: cpuTarget, instances: byCpu, byCpu, sessionsPerInstance: perSessionCpu ? Math.floor(cpuTarget / perSessionCpu) : null };
+    // Each instance pays its idle cost before its sessions' (as the memory plan below).
+    const cpuPerInstance = cpuTarget - inputs.idleCpuPercent / Math.max(1, inputs.processes);
+    const byCpu = perSessionCpu === null || cpuPerInstance <= 0 ? null : Math.max(1, Math.ceil((target.sessions * perSessionCpu) / cpuPerInstance));
+    const sessionsPerInstance = perSessionCpu && cpuPerInstance > 0 ? Math.floor(cpuPerInstance / perSessionCpu) : null;
+    const plan: CapacityPlan = { sessions: target.sessions, cpuPercent: cpuTarget, instances: byCpu, byCpu, sessionsPerInstance };
     if (target.memoryMb !== undefined) {
       plan.memoryMb = target.memoryMb;
       const perInstance = target.memoryMb - inputs.idleRssMb / Math.max(1, inputs.processes);

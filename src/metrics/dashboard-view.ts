@@ -297,7 +297,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
     traces,
     errors,
     advice: adviceFor(snapshot),
-    capacity: capacityFor(reports, target),
+    capacity: capacityFor(snapshot, target),
   };
   if (snapshot.jobs !== undefined) view.jobs = snapshot.jobs;
   return view;

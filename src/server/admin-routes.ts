@@ -87,7 +87,7 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
       } else if (path === '/perseid/apm') json(res, snapshot);
       else if (path === '/perseid/dashboard.json') json(res, dashboardView(snapshot, target));
       else if (path === '/perseid/advice') json(res, adviceFor(snapshot));
-      else json(res, capacityFor(snapshot.reports, target));
+      else json(res, capacityFor(snapshot, target));
     },
     (error: unknown) => {
       res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
