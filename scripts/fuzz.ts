@@ -8,8 +8,8 @@
  * server fell over, a probe failed or memory passed its bound.
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { KINDS } from './fuzz/generate.js';
+import { scriptOptions } from './script-options.js';
 import { TRANSPORTS } from './fuzz/connections.js';
 import { DEFAULT_OPTIONS, runFuzz, type FuzzReport, type Progress } from './fuzz/run.js';
 
@@ -31,16 +31,6 @@ publication), on 127.0.0.1, a random port and a fresh store; it is stopped at
 the end. Frames: ${KINDS.join(', ')}. Transports: ${TRANSPORTS.join(', ')}.
 Exit status: 0 when the server stayed up, every /health probe and DDP round
 trip succeeded and memory stayed under its bound; 1 otherwise; 2 for bad options.`;
-
-function count(value: string | undefined, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) {
-    process.stderr.write(`fuzz: --${name} must be a positive integer (got ${value})\n\nRun with --help for usage.\n`);
-    process.exit(2);
-  }
-  return n;
-}
 
 function progressLine(p: Progress): string {
   const rate = Math.round(p.frames / Math.max(1, p.elapsedMs / 1000));
@@ -72,29 +62,14 @@ function table(report: FuzzReport): string {
   return lines.join('\n');
 }
 
-const { values } = (() => {
-  try {
-    return parseArgs({
-      options: {
-        frames: { type: 'string' },
-        seconds: { type: 'string' },
-        connections: { type: 'string' },
-        seed: { type: 'string' },
-        'max-rss-mb': { type: 'string' },
-        json: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    });
-  } catch (error) {
-    process.stderr.write(`fuzz: ${(error as Error).message}\n\nRun with --help for usage.\n`);
-    process.exit(2);
-  }
-})();
-if (values.help) {
-  process.stdout.write(HELP + '\n');
-  process.exit(0);
-}
+const { values, integer: count } = scriptOptions('fuzz', HELP, {
+  frames: { type: 'string' },
+  seconds: { type: 'string' },
+  connections: { type: 'string' },
+  seed: { type: 'string' },
+  'max-rss-mb': { type: 'string' },
+  json: { type: 'string' },
+});
 
 const tty = process.stderr.isTTY;
 let lastLine = 0;

@@ -5,8 +5,8 @@
  * progress line per burst and every divergence with what replays it; exits 1
  * if a client's view differed from a fresh query once things settled.
  */
-import { parseArgs } from 'node:util';
 import { setLogLevel } from '../src/log.js';
+import { scriptOptions } from './script-options.js';
 import { DEFAULT_DIFF_OPTIONS, runLiveDiff, type DiffReport } from './live-diff/run.js';
 import { TARGETS, type TargetName } from './live-diff/targets.js';
 
@@ -29,42 +29,16 @@ MongoDB-wire targets need the services (npm run services start); clients are
 simpleddp from npm over WebSockets on 127.0.0.1. Exit status: 0 when every view
 matched, 1 on a divergence, 2 for bad options.`;
 
-function fail(message: string): never {
-  process.stderr.write(`live-diff: ${message}\n\nRun with --help for usage.\n`);
-  process.exit(2);
-}
-
-function count(value: string | undefined, name: string, fallback: number, min = 1): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) fail(`--${name} must be an integer of at least ${min} (got ${value})`);
-  return n;
-}
-
-const { values } = (() => {
-  try {
-    return parseArgs({
-      options: {
-        target: { type: 'string', multiple: true },
-        seed: { type: 'string' },
-        seeds: { type: 'string' },
-        steps: { type: 'string' },
-        connections: { type: 'string' },
-        'interrupt-every': { type: 'string' },
-        port: { type: 'string' },
-        trace: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (error) {
-    fail((error as Error).message);
-  }
-})();
-
-if (values.help) {
-  process.stdout.write(`${HELP}\n`);
-  process.exit(0);
-}
+const { values, fail, integer: count } = scriptOptions('live-diff', HELP, {
+  target: { type: 'string', multiple: true },
+  seed: { type: 'string' },
+  seeds: { type: 'string' },
+  steps: { type: 'string' },
+  connections: { type: 'string' },
+  'interrupt-every': { type: 'string' },
+  port: { type: 'string' },
+  trace: { type: 'boolean' },
+});
 
 const targets = (values.target ?? [...TARGETS]) as TargetName[];
 for (const t of targets) if (!TARGETS.includes(t)) fail(`--target must be one of ${TARGETS.join(', ')} (got ${t})`);
