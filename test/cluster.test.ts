@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
-import { serviceUrl, startService } from '../scripts/services/control.js';
+import { serviceUrl, startService, type RunningService } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
 import { freshDatabase } from './databases.js';
 import { eventually, exited, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
@@ -258,66 +258,67 @@ describe('a cluster of servers', { skip }, () => {
     });
   });
 
-  it('converges after Redis restarts mid-run', async () => {
-    // A private Redis: the shared one stays up for the other suites.
+  /**
+   * Two servers fanning out over a Redis of their own (so what a test does to it touches no other suite), a client
+   * of the first subscribed to `items` and one of the second to write with.
+   */
+  async function onPrivateRedis(
+    env: Record<string, string>,
+    test: (t: { privateRedis: RunningService; a: PerseidProcess; b: PerseidProcess; reader: SimpleDDP; writer: SimpleDDP }) => Promise<void>,
+  ): Promise<void> {
     const privateRedis = await startService('redis');
     const database = freshDatabase(mongo!);
-    const env = { MONGO_URL: database.url, REDIS_URL: privateRedis.url, PERSEID_FANOUT: 'redis' };
-    const [a, b] = await Promise.all([startPerseid(APP, ['--port', '0'], env), startPerseid(APP, ['--port', '0'], env)]);
+    const serverEnv = { MONGO_URL: database.url, REDIS_URL: privateRedis.url, PERSEID_FANOUT: 'redis', ...env };
+    const [a, b] = await Promise.all([startPerseid(APP, ['--port', '0'], serverEnv), startPerseid(APP, ['--port', '0'], serverEnv)]);
     const clients = new Clients();
     try {
       const [reader] = await clients.open(a.url, 1);
       const [writer] = await clients.open(b.url, 1);
       await reader!.subscribe('items').ready();
-      const ids = [await writer!.call<string>('addItem', 1, 'before')];
-      await eventually(() => reader!.collection<Item>('items').fetch().length === 1, 'the first item');
+      await test({ privateRedis, a, b, reader: reader!, writer: writer! });
+    } finally {
+      await clients.closeAll();
+      await Promise.all([a.stop(), b.stop()]);
+      await privateRedis.stop();
+      await database.drop();
+    }
+  }
+
+  it('converges after Redis restarts mid-run', async () => {
+    await onPrivateRedis({}, async ({ privateRedis, a, b, reader, writer }) => {
+      const ids = [await writer.call<string>('addItem', 1, 'before')];
+      await eventually(() => reader.collection<Item>('items').fetch().length === 1, 'the first item');
 
       await privateRedis.stop();
-      for (let i = 0; i < 10; i++) ids.push(await writer!.call<string>('addItem', 100 + i, 'while Redis is down'));
+      for (let i = 0; i < 10; i++) ids.push(await writer.call<string>('addItem', 100 + i, 'while Redis is down'));
       // Long enough for the relay's check (every 3 s) to fail twice: the log says so once.
       await sleep(6500);
       await privateRedis.restart();
-      await eventually(() => ids.every((id) => reader!.collection<Item>('items').fetch().some((item) => item.id === id)), 'every item after Redis returns', 15000);
+      await eventually(() => ids.every((id) => reader.collection<Item>('items').fetch().some((item) => item.id === id)), 'every item after Redis returns', 15000);
       assert.match(a.log(), /redis connection lost/);
       assert.match(a.log(), /fan-out bus reconnected/);
       for (const server of [a, b]) assert.ok((server.log().match(/relay check failed/g) ?? []).length <= 1, server.log());
-    } finally {
-      await clients.closeAll();
-      await Promise.all([a.stop(), b.stop()]);
-      await privateRedis.stop();
-      await database.drop();
-    }
+    });
   });
 
   it('delivers writes made while the connection a server publishes on was reconnecting to Redis', async () => {
-    // A private Redis: CLIENT KILL must not touch the other suites' connections.
-    const privateRedis = await startService('redis');
-    const database = freshDatabase(mongo!);
     // No relay: its echo of each write from the database would cover a lost message, when its own publishing is not cut too.
-    const env = { MONGO_URL: database.url, REDIS_URL: privateRedis.url, PERSEID_FANOUT: 'redis', PERSEID_RELAY: 'off' };
-    const [a, b] = await Promise.all([startPerseid(APP, ['--port', '0'], env), startPerseid(APP, ['--port', '0'], env)]);
-    const clients = new Clients();
-    const admin = new Redis(privateRedis.url);
-    try {
-      const [reader] = await clients.open(a.url, 1);
-      const [writer] = await clients.open(b.url, 1);
-      await reader!.subscribe('items').ready();
-      const ids: string[] = [];
-      for (let i = 0; i < 3; i++) {
-        // Drops the servers' command connections (the one that publishes among them), not their subscriptions: the
-        // pub/sub connections stay up, so no server sees an outage of the bus.
-        await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
-        ids.push(await writer!.call<string>('addItem', i, 'while the publisher reconnects'));
+    await onPrivateRedis({ PERSEID_RELAY: 'off' }, async ({ privateRedis, reader, writer }) => {
+      const admin = new Redis(privateRedis.url);
+      try {
+        const ids: string[] = [];
+        for (let i = 0; i < 3; i++) {
+          // Drops the servers' command connections (the one that publishes among them), not their subscriptions: the
+          // pub/sub connections stay up, so no server sees an outage of the bus.
+          await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+          ids.push(await writer.call<string>('addItem', i, 'while the publisher reconnects'));
+        }
+        const missing = () => ids.filter((id) => !reader.collection<Item>('items').fetch().some((item) => item.id === id));
+        await eventually(() => missing().length === 0, 'every item on the other server', 8000).catch((error: Error) => assert.fail(`${error.message}: missing ${missing().length} of ${ids.length}`));
+      } finally {
+        admin.disconnect();
       }
-      const missing = () => ids.filter((id) => !reader!.collection<Item>('items').fetch().some((item) => item.id === id));
-      await eventually(() => missing().length === 0, 'every item on the other server', 8000).catch((error: Error) => assert.fail(`${error.message}: missing ${missing().length} of ${ids.length}`));
-    } finally {
-      admin.disconnect();
-      await clients.closeAll();
-      await Promise.all([a.stop(), b.stop()]);
-      await privateRedis.stop();
-      await database.drop();
-    }
+    });
   });
 
   it('drains on SIGTERM while Redis is down, without waiting for the registry to answer', async () => {
