@@ -6,8 +6,9 @@
  * and the next good save brings it back.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -123,6 +124,22 @@ describe('perseid dev', () => {
     dev.child.kill('SIGINT');
     assert.equal(await exited(dev.child), 0);
     assert.doesNotMatch(dev.log(), /^\s+at /m, 'no stack trace');
+  });
+
+  it('refuses a port in use at once, as start does, instead of waiting for a save that cannot free it', async () => {
+    const dir = appDir();
+    const taken = createServer();
+    await new Promise<void>((listening) => taken.listen(0, '127.0.0.1', listening));
+    try {
+      const port = (taken.address() as { port: number }).port;
+      // Bounded: a dev that waits for a change is killed, and fails on its status.
+      const out = spawnSync(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, encoding: 'utf8', timeout: 15000 });
+      assert.equal(out.status, 1, out.stdout + out.stderr);
+      assert.equal(out.stderr, `perseid dev: port ${port} on 127.0.0.1 is already in use (another server?): stop it, or choose another port with --port or PORT\n`);
+      assert.equal(existsSync(join(dir, 'data')), false, 'no data directory made');
+    } finally {
+      taken.close();
+    }
   });
 
   it('reloads an open page in headless Chromium on a save', { skip: CHROMIUM ? false : needs('Chromium', 'apt-get install chromium (or set CHROMIUM_PATH)') }, async () => {

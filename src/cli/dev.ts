@@ -7,10 +7,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createLogger, setLogLevel, type LogLevel } from '../log.js';
-import { checkAppFile } from './app-module.js';
+import { createLogger, setLogLevel } from '../log.js';
 import { onePositional, type CommandSpec, type Parsed } from './args.js';
-import { startCommand } from './start.js';
+import { checkBeforeStart, readStartSettings, startCommand } from './start.js';
 
 const { workers: _workers, ...serverOptions } = startCommand.options;
 
@@ -53,10 +52,12 @@ function startArgs(argv: readonly string[]): string[] {
 
 export async function runDev(parsed: Parsed, argv: readonly string[] = process.argv.slice(3)): Promise<number | undefined> {
   const appPath = onePositional(parsed, 'Missing the app module: perseid dev <app-module>', 'app module');
-  checkAppFile(appPath);
-  setLogLevel(String(parsed.values['log-level']) as LogLevel);
+  // As `perseid start` would check them: a bad flag, a port in use or a bad URL is one line now, not a wait for a save that cannot fix it.
+  const settings = readStartSettings(parsed.values, process.env);
+  await checkBeforeStart(appPath, settings, process.env);
+  setLogLevel(settings.level);
   const log = createLogger('dev');
-  const dataDir = resolve(String(parsed.values['data-dir']));
+  const dataDir = resolve(settings.dataDir);
   const watched = ((parsed.values.watch as string[] | undefined) ?? [dirname(resolve(appPath))]).map((p) => resolve(p));
   const args = startArgs(argv);
 
