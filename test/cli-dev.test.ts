@@ -54,9 +54,10 @@ interface Dev {
   said(pattern: RegExp, times: number, timeoutMs?: number): Promise<void>;
 }
 
-async function startDev(dir: string): Promise<Dev> {
+/** `detached`: in a process group of its own, so that whatever it leaves behind can be found and stopped. */
+async function startDev(dir: string, detached = false): Promise<Dev> {
   const port = await freePort();
-  const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], detached });
   let log = '';
   child.stdout!.on('data', (c: Buffer) => void (log += c.toString()));
   child.stderr!.on('data', (c: Buffer) => void (log += c.toString()));
@@ -124,6 +125,23 @@ describe('perseid dev', () => {
     dev.child.kill('SIGINT');
     assert.equal(await exited(dev.child), 0);
     assert.doesNotMatch(dev.log(), /^\s+at /m, 'no stack trace');
+  });
+
+  it('stops the server when it gets SIGHUP (its terminal closing), leaving no process on the port', async () => {
+    const dir = appDir();
+    const dev = await startDev(dir, true);
+    try {
+      dev.child.kill('SIGHUP');
+      assert.equal(await exited(dev.child), 0, dev.log());
+      await assert.rejects(fetch(`${dev.url}/health`), 'nothing answers on the port');
+    } finally {
+      // A server left running by a dev that died is in dev's process group.
+      try {
+        process.kill(-dev.child.pid!, 'SIGKILL');
+      } catch {
+        // ESRCH: nothing left, as it should be
+      }
+    }
   });
 
   it('refuses a port in use at once, as start does, instead of waiting for a save that cannot free it', async () => {

@@ -114,7 +114,7 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
     clearTimeout(timer);
     void Promise.all([watcher.close(), restarting.then(() => stopChild('SIGINT'))]).then(() => process.exit(0));
   };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
+  // SIGHUP too (a terminal closing): dying of it would leave the server running, holding the port and the data directory.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, shutdown);
   return undefined;
 }
