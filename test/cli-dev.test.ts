@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -127,6 +127,13 @@ describe('perseid dev', () => {
     assert.doesNotMatch(dev.log(), /^\s+at /m, 'no stack trace');
   });
 
+  /** Kills a server still answering after its dev exited (its pid is in the data directory's LOCK), so a failing test leaves no process. */
+  async function killLeftServer(dev: Dev, dir: string): Promise<void> {
+    if (!(await fetch(`${dev.url}/health`).then(() => true, () => false))) return;
+    const pid = /^pid (\d+)/.exec(readFileSync(join(dir, 'data', 'LOCK'), 'utf8'))?.[1];
+    if (pid) process.kill(Number(pid), 'SIGKILL');
+  }
+
   it('stops the server when it gets SIGHUP (its terminal closing), leaving no process on the port', async () => {
     const dir = appDir();
     const dev = await startDev(dir, true);
@@ -135,12 +142,22 @@ describe('perseid dev', () => {
       assert.equal(await exited(dev.child), 0, dev.log());
       await assert.rejects(fetch(`${dev.url}/health`), 'nothing answers on the port');
     } finally {
-      // A server left running by a dev that died is in dev's process group.
-      try {
-        process.kill(-dev.child.pid!, 'SIGKILL');
-      } catch {
-        // ESRCH: nothing left, as it should be
-      }
+      await killLeftServer(dev, dir);
+    }
+  });
+
+  it('on a Ctrl-C (SIGINT to its process group) the server stops once and finishes stopping', async () => {
+    const dir = appDir();
+    // A run in progress makes stopping take a while (running attempts may finish): long enough for a second signal to land.
+    writeFileSync(join(dir, 'app.js'), "export default function app(server) {\n  server.jobs.schedule('slow', 1000, async () => {\n    console.log('slow run started');\n    await new Promise((done) => setTimeout(done, 1500));\n  });\n}\n");
+    const dev = await startDev(dir, true);
+    try {
+      await dev.said(/slow run started/, 1, 5000);
+      process.kill(-dev.child.pid!, 'SIGINT'); // as a terminal does: to the whole foreground group
+      assert.equal(await exited(dev.child), 0, dev.log());
+      assert.match(dev.log(), /\[perseid\] stopped/, `the server's last line:\n${dev.log()}`);
+    } finally {
+      await killLeftServer(dev, dir);
     }
   });
 
