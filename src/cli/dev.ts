@@ -23,7 +23,7 @@ export const devCommand: CommandSpec = {
       type: 'string',
       multiple: true,
       value: '<path>',
-      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid and dist)',
+      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid, dist and coverage)',
     },
     ...serverOptions,
   },
