@@ -146,6 +146,18 @@ describe('perseid dev', () => {
     }
   });
 
+  it('stops the server when dev itself is killed outright (SIGKILL)', async () => {
+    const dir = appDir();
+    const dev = await startDev(dir, true);
+    try {
+      dev.child.kill('SIGKILL');
+      await exited(dev.child);
+      await eventually(() => fetch(`${dev.url}/health`).then(() => false, () => true), 'the server to stop', 5000);
+    } finally {
+      await killLeftServer(dev, dir);
+    }
+  });
+
   it('on a Ctrl-C (SIGINT to its process group) the server stops once and finishes stopping', async () => {
     const dir = appDir();
     // A run in progress makes stopping take a while (running attempts may finish): long enough for a second signal to land.

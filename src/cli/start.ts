@@ -206,7 +206,8 @@ function exitAfter(log: Logger, work: () => Promise<unknown>): void {
  * SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C,
  * and SIGHUP, their terminal closing, stop now; SIGUSR2 (perseid dev's
  * restart) stops now telling clients the server is back in a moment; a second
- * signal exits.
+ * signal exits. Losing the parent that started it over IPC (perseid dev) stops
+ * it now too.
  */
 function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>, restart: () => Promise<void> = stop): void {
   let stopping = false;
@@ -223,6 +224,8 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
   process.once('SIGHUP', () => handle('SIGHUP', stop));
   process.once('SIGTERM', () => handle('SIGTERM', drain));
   process.once('SIGUSR2', () => handle('SIGUSR2', restart));
+  // Started by perseid dev, which holds the other end of this channel: dev killed outright leaves no one else to stop it.
+  if (process.send) process.once('disconnect', () => handle('disconnect', stop));
 }
 
 /** `perseid start`'s options, read and checked: a value a person got wrong is refused before anything starts. */
