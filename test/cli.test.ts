@@ -50,6 +50,7 @@ describe('perseid CLI', () => {
   it('exits 2 with a clear message on bad usage', () => {
     const cases: Array<[string[], RegExp]> = [
       [['frobnicate'], /unknown command 'frobnicate'/],
+      [['help', 'strat'], /^perseid: unknown command 'strat' \(did you mean start\?\)$/m],
       [['start'], /Missing the app module/],
       [['start', APP, '--port', 'abc'], /--port must be an integer/],
       [['start', APP, '--nope'], /unknown option --nope/],
