@@ -55,9 +55,9 @@ interface Dev {
 }
 
 /** `detached`: in a process group of its own, so that whatever it leaves behind can be found and stopped. */
-async function startDev(dir: string, detached = false): Promise<Dev> {
+async function startDev(dir: string, detached = false, env: NodeJS.ProcessEnv = {}): Promise<Dev> {
   const port = await freePort();
-  const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], detached });
+  const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], detached, env: { ...process.env, ...env } });
   let log = '';
   child.stdout!.on('data', (c: Buffer) => void (log += c.toString()));
   child.stderr!.on('data', (c: Buffer) => void (log += c.toString()));
@@ -170,6 +170,17 @@ describe('perseid dev', () => {
       assert.match(dev.log(), /\[perseid\] stopped/, `the server's last line:\n${dev.log()}`);
     } finally {
       await killLeftServer(dev, dir);
+    }
+  });
+
+  it('runs one process whatever PERSEID_WORKERS says (it is for perseid start)', async () => {
+    const dev = await startDev(appDir(), false, { PERSEID_WORKERS: '2', MONGO_URL: '' });
+    children.push(dev.child);
+    const client = new DDPClient(dev.url);
+    try {
+      assert.equal(await client.call('greet'), 'hello');
+    } finally {
+      client.disconnect();
     }
   });
 

@@ -69,8 +69,9 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
     const version = `${Date.now().toString(36)}-${generation}`;
     // Its own process group: a terminal's Ctrl-C reaches dev alone, which stops the server once; the server
     // hearing it too and then dev's SIGINT would take that as a second signal and die in the middle of stopping.
-    // The IPC channel tells the server when dev is gone, even killed outright.
-    const current = spawn(process.execPath, [CLI_MAIN, 'start', ...args], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], detached: true, env: { ...process.env, PERSEID_CLIENT_VERSION: version } });
+    // The IPC channel tells the server when dev is gone, even killed outright. One process: dev has no --workers,
+    // and PERSEID_WORKERS, meant for production, would make it a primary that a restart stops.
+    const current = spawn(process.execPath, [CLI_MAIN, 'start', ...args], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], detached: true, env: { ...process.env, PERSEID_WORKERS: '', PERSEID_CLIENT_VERSION: version } });
     child = current;
     current.once('exit', (code, signal) => {
       if (child !== current) return;
