@@ -6,8 +6,9 @@
  * and the next good save brings it back.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -53,9 +54,10 @@ interface Dev {
   said(pattern: RegExp, times: number, timeoutMs?: number): Promise<void>;
 }
 
-async function startDev(dir: string): Promise<Dev> {
+/** `detached`: in a process group of its own, so that whatever it leaves behind can be found and stopped. */
+async function startDev(dir: string, detached = false, env: NodeJS.ProcessEnv = {}): Promise<Dev> {
   const port = await freePort();
-  const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], detached, env: { ...process.env, ...env } });
   let log = '';
   child.stdout!.on('data', (c: Buffer) => void (log += c.toString()));
   child.stderr!.on('data', (c: Buffer) => void (log += c.toString()));
@@ -123,6 +125,79 @@ describe('perseid dev', () => {
     dev.child.kill('SIGINT');
     assert.equal(await exited(dev.child), 0);
     assert.doesNotMatch(dev.log(), /^\s+at /m, 'no stack trace');
+  });
+
+  /** Kills a server still answering after its dev exited (its pid is in the data directory's LOCK), so a failing test leaves no process. */
+  async function killLeftServer(dev: Dev, dir: string): Promise<void> {
+    if (!(await fetch(`${dev.url}/health`).then(() => true, () => false))) return;
+    const pid = /^pid (\d+)/.exec(readFileSync(join(dir, 'data', 'LOCK'), 'utf8'))?.[1];
+    if (pid) process.kill(Number(pid), 'SIGKILL');
+  }
+
+  it('stops the server when it gets SIGHUP (its terminal closing), leaving no process on the port', async () => {
+    const dir = appDir();
+    const dev = await startDev(dir, true);
+    try {
+      dev.child.kill('SIGHUP');
+      assert.equal(await exited(dev.child), 0, dev.log());
+      await assert.rejects(fetch(`${dev.url}/health`), 'nothing answers on the port');
+    } finally {
+      await killLeftServer(dev, dir);
+    }
+  });
+
+  it('stops the server when dev itself is killed outright (SIGKILL)', async () => {
+    const dir = appDir();
+    const dev = await startDev(dir, true);
+    try {
+      dev.child.kill('SIGKILL');
+      await exited(dev.child);
+      await eventually(() => fetch(`${dev.url}/health`).then(() => false, () => true), 'the server to stop', 5000);
+    } finally {
+      await killLeftServer(dev, dir);
+    }
+  });
+
+  it('on a Ctrl-C (SIGINT to its process group) the server stops once and finishes stopping', async () => {
+    const dir = appDir();
+    // A run in progress makes stopping take a while (running attempts may finish): long enough for a second signal to land.
+    writeFileSync(join(dir, 'app.js'), "export default function app(server) {\n  server.jobs.schedule('slow', 1000, async () => {\n    console.log('slow run started');\n    await new Promise((done) => setTimeout(done, 1500));\n  });\n}\n");
+    const dev = await startDev(dir, true);
+    try {
+      await dev.said(/slow run started/, 1, 5000);
+      process.kill(-dev.child.pid!, 'SIGINT'); // as a terminal does: to the whole foreground group
+      assert.equal(await exited(dev.child), 0, dev.log());
+      assert.match(dev.log(), /\[perseid\] stopped/, `the server's last line:\n${dev.log()}`);
+    } finally {
+      await killLeftServer(dev, dir);
+    }
+  });
+
+  it('runs one process whatever PERSEID_WORKERS says (it is for perseid start)', async () => {
+    const dev = await startDev(appDir(), false, { PERSEID_WORKERS: '2', MONGO_URL: '' });
+    children.push(dev.child);
+    const client = new DDPClient(dev.url);
+    try {
+      assert.equal(await client.call('greet'), 'hello');
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('refuses a port in use at once, as start does, instead of waiting for a save that cannot free it', async () => {
+    const dir = appDir();
+    const taken = createServer();
+    await new Promise<void>((listening) => taken.listen(0, '127.0.0.1', listening));
+    try {
+      const port = (taken.address() as { port: number }).port;
+      // Bounded: a dev that waits for a change is killed, and fails on its status.
+      const out = spawnSync(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, encoding: 'utf8', timeout: 15000 });
+      assert.equal(out.status, 1, out.stdout + out.stderr);
+      assert.equal(out.stderr, `perseid dev: port ${port} on 127.0.0.1 is already in use (another server?): stop it, or choose another port with --port or PORT\n`);
+      assert.equal(existsSync(join(dir, 'data')), false, 'no data directory made');
+    } finally {
+      taken.close();
+    }
   });
 
   it('reloads an open page in headless Chromium on a save', { skip: CHROMIUM ? false : needs('Chromium', 'apt-get install chromium (or set CHROMIUM_PATH)') }, async () => {

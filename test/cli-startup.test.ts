@@ -50,11 +50,13 @@ describe('perseid start: start-up errors', () => {
       'app.js': 'const ready = false;\nif (!ready) throw new Error("config missing");\nexport default function () {}\n',
       'setup.js': 'export default function app(server) {\n  server.methods({ notAFunction: 42 });\n}\n',
       'none.js': 'export const app = () => {};\n',
+      'object.js': 'export default { methods: {} };\n',
     });
     assertOneLine(perseid(dir, ['start', 'app.js']), /app\.js failed while loading: config missing \(at app\.js:2:\d+\)/);
     assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory after a failed load');
     assertOneLine(perseid(dir, ['start', 'setup.js']), /setup\.js failed while setting up the server: Method 'notAFunction' must be a function \(at setup\.js:2:\d+\)/);
     assertOneLine(perseid(dir, ['start', 'none.js']), /none\.js has no default export: end it with export default function app\(server\)/);
+    assertOneLine(perseid(dir, ['start', 'object.js']), /object\.js's default export is an object, not a function: end it with export default function app\(server\)/);
   });
 
   it('says what to change when the module format is the wrong one', () => {

@@ -10,8 +10,9 @@ import { CLI, eventually, exited, startPerseid, type PerseidProcess } from './pr
 
 const APP = 'dist/examples/tasks/app.js';
 
+/** Bounded: a command that should have refused its arguments but runs on is killed, and fails on its status. */
 function run(args: string[], env: NodeJS.ProcessEnv = {}) {
-  return spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+  return spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 15000 });
 }
 
 /** Starts the tasks app on a free port over the embedded store in `dataDir`. */
@@ -49,6 +50,7 @@ describe('perseid CLI', () => {
   it('exits 2 with a clear message on bad usage', () => {
     const cases: Array<[string[], RegExp]> = [
       [['frobnicate'], /unknown command 'frobnicate'/],
+      [['help', 'strat'], /^perseid: unknown command 'strat' \(did you mean start\?\)$/m],
       [['start'], /Missing the app module/],
       [['start', APP, '--port', 'abc'], /--port must be an integer/],
       [['start', APP, '--nope'], /unknown option --nope/],
@@ -56,6 +58,9 @@ describe('perseid CLI', () => {
       [['start', APP, '--log-level', 'loud'], /--log-level must be one of/],
       [['start', APP, 'other.js'], /^perseid start: One app module at a time \(got \S+app\.js and other\.js\)$/m],
       [['dev', APP, 'other.js', 'third.js'], /^perseid dev: One app module at a time \(got \S+app\.js, other\.js and third\.js\)$/m],
+      // dev refuses start's options itself: no save could fix them, so it must not sit waiting for one.
+      [['dev', APP, '--port', 'abc'], /^perseid dev: --port must be an integer from 0 to 65535 \(got abc\)$/m],
+      [['dev', APP, '--log-level', 'loud'], /^perseid dev: --log-level must be one of/m],
       [['top', 'extra'], /^perseid top: takes no arguments, only options \(got extra\)$/m],
       [['autoscale', '--dry-run', 'x', 'y'], /^perseid autoscale: takes no arguments, only options \(got x y\)$/m],
       // A negative number is the flag's value, refused by its range check, not taken for a flag.

@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -84,6 +84,22 @@ describe('a new app from the packed tarball', () => {
     const again = spawnSync(process.execPath, [join(installed, 'perseid', 'dist', 'src', 'cli', 'main.js'), 'create', join(work, 'chat-app')], { encoding: 'utf8' });
     assert.equal(again.status, 1);
     assert.match(again.stderr, /chat-app already exists and is not an empty directory: choose a new name/);
+  });
+
+  it('npm create perseid without a directory names the app my-perseid-app, options given or not', () => {
+    // create-perseid as npm runs it, beside the perseid it depends on (the tasks app's, installed above).
+    const bin = join(work, 'create-bin');
+    mkdirSync(bin);
+    copyFileSync(join(REPO, 'packages', 'create-perseid', 'index.js'), join(bin, 'index.mjs'));
+    symlinkSync(join(work, 'tasks-app', 'node_modules'), join(bin, 'node_modules'));
+    for (const [name, args] of [['bare', []], ['options', ['--template', 'chat', '--perseid', tarball]]] as const) {
+      const cwd = join(work, `default-${name}`);
+      mkdirSync(cwd);
+      const out = spawnSync(process.execPath, [join(bin, 'index.mjs'), ...args], { cwd, encoding: 'utf8' });
+      assert.equal(out.status, 0, out.stderr);
+      assert.match(out.stdout, /^Created my-perseid-app in my-perseid-app from the \w+ template\.$/m);
+      assert.ok(existsSync(join(cwd, 'my-perseid-app', 'app.js')), name);
+    }
   });
 
   it('perseid create from an installed copy, without --perseid, asks for the version and says it may not be on the registry', () => {

@@ -149,7 +149,10 @@ export async function loadAppModule(path: string): Promise<AppSetup> {
   let setup = loaded.default;
   if (typeof setup === 'object' && setup !== null && typeof (setup as { default?: unknown }).default === 'function') setup = (setup as { default: unknown }).default;
   if (typeof setup !== 'function') {
-    throw new StartupError(`${shown(file)} has no default export: end it with export default function app(server) { ... } (module.exports = function app(server) { ... } in CommonJS)`);
+    // `export default { methods }` is a default export too: saying there is none would send its author looking for the wrong thing.
+    const kind = setup === null ? 'null' : Array.isArray(setup) ? 'an array' : `a${/^[aeiou]/.test(typeof setup) ? 'n' : ''} ${typeof setup}`;
+    const found = setup === undefined ? ' has no default export' : `'s default export is ${kind}, not a function`;
+    throw new StartupError(`${shown(file)}${found}: end it with export default function app(server) { ... } (module.exports = function app(server) { ... } in CommonJS)`);
   }
   return setup as AppSetup;
 }

@@ -7,10 +7,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createLogger, setLogLevel, type LogLevel } from '../log.js';
-import { checkAppFile } from './app-module.js';
+import { createLogger, setLogLevel } from '../log.js';
 import { onePositional, type CommandSpec, type Parsed } from './args.js';
-import { startCommand } from './start.js';
+import { checkBeforeStart, readStartSettings, startCommand } from './start.js';
 
 const { workers: _workers, ...serverOptions } = startCommand.options;
 
@@ -24,7 +23,7 @@ export const devCommand: CommandSpec = {
       type: 'string',
       multiple: true,
       value: '<path>',
-      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid and dist)',
+      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid, dist and coverage)',
     },
     ...serverOptions,
   },
@@ -53,10 +52,12 @@ function startArgs(argv: readonly string[]): string[] {
 
 export async function runDev(parsed: Parsed, argv: readonly string[] = process.argv.slice(3)): Promise<number | undefined> {
   const appPath = onePositional(parsed, 'Missing the app module: perseid dev <app-module>', 'app module');
-  checkAppFile(appPath);
-  setLogLevel(String(parsed.values['log-level']) as LogLevel);
+  // As `perseid start` would check them: a bad flag, a port in use or a bad URL is one line now, not a wait for a save that cannot fix it.
+  const settings = readStartSettings(parsed.values, process.env);
+  await checkBeforeStart(appPath, settings, process.env);
+  setLogLevel(settings.level);
   const log = createLogger('dev');
-  const dataDir = resolve(String(parsed.values['data-dir']));
+  const dataDir = resolve(settings.dataDir);
   const watched = ((parsed.values.watch as string[] | undefined) ?? [dirname(resolve(appPath))]).map((p) => resolve(p));
   const args = startArgs(argv);
 
@@ -66,7 +67,11 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
   const start = () => {
     generation++;
     const version = `${Date.now().toString(36)}-${generation}`;
-    const current = spawn(process.execPath, [CLI_MAIN, 'start', ...args], { stdio: 'inherit', env: { ...process.env, PERSEID_CLIENT_VERSION: version } });
+    // Its own process group: a terminal's Ctrl-C reaches dev alone, which stops the server once; the server
+    // hearing it too and then dev's SIGINT would take that as a second signal and die in the middle of stopping.
+    // The IPC channel tells the server when dev is gone, even killed outright. One process: dev has no --workers,
+    // and PERSEID_WORKERS, meant for production, would make it a primary that a restart stops.
+    const current = spawn(process.execPath, [CLI_MAIN, 'start', ...args], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], detached: true, env: { ...process.env, PERSEID_WORKERS: '', PERSEID_CLIENT_VERSION: version } });
     child = current;
     current.once('exit', (code, signal) => {
       if (child !== current) return;
@@ -113,7 +118,7 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
     clearTimeout(timer);
     void Promise.all([watcher.close(), restarting.then(() => stopChild('SIGINT'))]).then(() => process.exit(0));
   };
-  process.once('SIGINT', shutdown);
-  process.once('SIGTERM', shutdown);
+  // SIGHUP too (a terminal closing): dying of it would leave the server running, holding the port and the data directory.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, shutdown);
   return undefined;
 }

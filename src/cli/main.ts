@@ -50,11 +50,18 @@ function overview(): string {
   ].join('\n');
 }
 
+function unknownCommand(name: string): number {
+  const near = nearestFlag(name, Object.keys(commands));
+  process.stderr.write(`perseid: unknown command '${name}'${near ? ` (did you mean ${near}?)` : ''}\n\n${overview()}\n`);
+  return 2;
+}
+
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     const topic = name === 'help' ? rest[0] : undefined;
     const command = topic ? commands[topic] : undefined;
+    if (topic && !command) return unknownCommand(topic);
     process.stdout.write((command ? helpText(command.spec) : overview()) + '\n');
     return 0;
   }
@@ -63,11 +70,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const command = commands[name];
-  if (!command) {
-    const near = nearestFlag(name, Object.keys(commands));
-    process.stderr.write(`perseid: unknown command '${name}'${near ? ` (did you mean ${near}?)` : ''}\n\n${overview()}\n`);
-    return 2;
-  }
+  if (!command) return unknownCommand(name);
   let parsed: Parsed;
   try {
     parsed = parseCommand(command.spec, rest);

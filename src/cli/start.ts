@@ -206,7 +206,8 @@ function exitAfter(log: Logger, work: () => Promise<unknown>): void {
  * SIGTERM drains gradually (orchestrators send it); SIGINT, a person's Ctrl-C,
  * and SIGHUP, their terminal closing, stop now; SIGUSR2 (perseid dev's
  * restart) stops now telling clients the server is back in a moment; a second
- * signal exits.
+ * signal exits. Losing the parent that started it over IPC (perseid dev) stops
+ * it now too.
  */
 function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>, restart: () => Promise<void> = stop): void {
   let stopping = false;
@@ -223,43 +224,69 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
   process.once('SIGHUP', () => handle('SIGHUP', stop));
   process.once('SIGTERM', () => handle('SIGTERM', drain));
   process.once('SIGUSR2', () => handle('SIGUSR2', restart));
+  // Started by perseid dev, which holds the other end of this channel: dev killed outright leaves no one else to stop it.
+  if (process.send) process.once('disconnect', () => handle('disconnect', stop));
 }
 
-export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<PerseidServer | Primary> {
-  const appPath = onePositional(parsed, 'Missing the app module: perseid start <app-module>', 'app module');
-  const { values } = parsed;
+/** `perseid start`'s options, read and checked: a value a person got wrong is refused before anything starts. */
+export function readStartSettings(values: Parsed['values'], env: NodeJS.ProcessEnv) {
   const level = String(values['log-level']);
   if (!LEVELS.includes(level)) throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
-  setLogLevel(level as LogLevel);
-  // A worker's lines, whichever part of it writes them, say which worker (two would otherwise log alike).
-  if (isWorker()) setLogContext({ worker: env.PERSEID_WORKER_ID });
-  const log = createLogger('perseid');
-  exitOnUncaught(log);
   const port = integerOption(values, 'port', 0, 65535)!;
-  const host = String(values.host);
   const compression = compressionOption(values.compression as string | undefined, env);
   const role = readRole(values);
   const jobs = readJobsSettings(values);
   if (apmSetting(env.PERSEID_APM) === undefined) throw new UsageError(`PERSEID_APM must be on or off (got ${env.PERSEID_APM})`);
   const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
   const adminPort = values['admin-port'] === undefined ? undefined : integerOption(values, 'admin-port', 1, 65535)!;
-  const adminHost = String(values['admin-host']);
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
   const workers = workerCount(values.workers);
   const scale = readScaleOut(values, env);
   if (role === 'jobs' && workers > 0) throw new UsageError('--role jobs runs no clients: it needs no --workers (run several jobs processes instead).');
   if (role === 'jobs' && scale.balancer) throw new UsageError('--role jobs serves no clients, so it cannot be a --balancer.');
+  const redisTimeoutMs = connectTimeoutMs(env);
+  return {
+    level: level as LogLevel,
+    port,
+    host: String(values.host),
+    compression,
+    role,
+    jobs,
+    serverOptions,
+    adminPort,
+    adminHost: String(values['admin-host']),
+    drainMs,
+    workers,
+    scale,
+    dataDir: String(values['data-dir']),
+    fsync: values.fsync === true,
+    redisTimeoutMs,
+  };
+}
+export type StartSettings = ReturnType<typeof readStartSettings>;
+
+/** Before anything is made or opened: the app file, the port, where the data goes, what must answer. */
+export async function checkBeforeStart(appPath: string, settings: StartSettings, env: NodeJS.ProcessEnv): Promise<void> {
+  const { port, host, workers, dataDir, adminPort, adminHost, scale } = settings;
+  checkAppFile(appPath);
+  await checkMongoUrls(env);
+  await checkPort(port, host);
+  if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
+  if (adminPort !== undefined) await checkPort(adminPort, adminHost, ADMIN_ADDRESS);
+  if (scale.redisUrl && (scale.fanout || (scale.publicUrl && scale.discovery === 'redis'))) await checkRedis(scale.redisUrl, settings.redisTimeoutMs);
+}
+
+export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.env): Promise<PerseidServer | Primary> {
+  const appPath = onePositional(parsed, 'Missing the app module: perseid start <app-module>', 'app module');
+  const settings = readStartSettings(parsed.values, env);
+  const { port, host, compression, role, jobs, serverOptions, adminPort, adminHost, drainMs, workers, scale, dataDir } = settings;
+  setLogLevel(settings.level);
+  // A worker's lines, whichever part of it writes them, say which worker (two would otherwise log alike).
+  if (isWorker()) setLogContext({ worker: env.PERSEID_WORKER_ID });
+  const log = createLogger('perseid');
+  exitOnUncaught(log);
   const id = processId();
-  const dataDir = String(values['data-dir']);
-  if (!isWorker()) {
-    // Before anything is made or opened: the port, where the data goes, what must answer.
-    checkAppFile(appPath);
-    await checkMongoUrls(env);
-    await checkPort(port, host);
-    if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
-    if (adminPort !== undefined) await checkPort(adminPort, adminHost, ADMIN_ADDRESS);
-    if (scale.redisUrl && (scale.fanout || (scale.publicUrl && scale.discovery === 'redis'))) await checkRedis(scale.redisUrl, connectTimeoutMs(env));
-  }
+  if (!isWorker()) await checkBeforeStart(appPath, settings, env);
   // Every process of a fan-out cluster (workers too) hears the bus itself.
   const fanout = scale.fanout && (isWorker() || workers === 0) ? await openFanout(scale, id, log) : undefined;
   const closeFanout = () => fanout?.bus.close();
@@ -332,7 +359,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
 
   // The app loads before the database opens: an app that cannot load leaves no data directory behind.
   const embedded = !env.MONGO_URL;
-  setDefaultDatabaseOptions({ dataDir, fsync: values.fsync === true, fanout: fanout?.store });
+  setDefaultDatabaseOptions({ dataDir, fsync: settings.fsync, fanout: fanout?.store });
   const setup = await loadAppModule(appPath);
   const database = await openAppDatabase(embedded ? dataDir : undefined);
   const server = await bootApp(setup, appPath, { ...serverOptions, adminEndpoints: adminPort === undefined }, database);
