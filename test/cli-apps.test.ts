@@ -13,7 +13,7 @@ import { Collection } from '../src/collections/collection.js';
 import { openDatabase } from '../src/collections/database.js';
 import { DDPClient } from '../src/client/node.js';
 import { appDir, assertOneLine, OK_APP, perseid, REPO, removeAppDirs } from './cli-app-dir.js';
-import { CLI, exited, startPerseid } from './processes.js';
+import { CLI, eventually, exited, startPerseid } from './processes.js';
 
 after(removeAppDirs);
 
@@ -112,6 +112,19 @@ describe('perseid start: shutting down', () => {
     const started = Date.now();
     assert.equal(await server.stop('SIGTERM'), 0, server.log());
     assert.ok(Date.now() - started < 10000, `took ${Date.now() - started} ms with a 60 s drain window`);
+  });
+
+  it('exits at once, saying so, on a second Ctrl-C while it is stopping', async () => {
+    // A run in progress makes stopping take a while (running attempts may finish): long enough for a second Ctrl-C.
+    const slowJob = "export default function app(server) {\n  server.jobs.schedule('slow', 1000, async () => {\n    console.log('slow run started');\n    await new Promise((done) => setTimeout(done, 5000));\n  });\n}\n";
+    const dir = appDir({ 'app.js': slowJob });
+    const server = await startPerseid(join(dir, 'app.js'), ['--port', '0', '--data-dir', join(dir, 'data'), '--log-level', 'info']);
+    await eventually(() => /slow run started/.test(server.log()), 'a run to start', 10000);
+    server.child.kill('SIGINT');
+    await eventually(() => /stopping signal=SIGINT/.test(server.log()), 'the server to start stopping');
+    server.child.kill('SIGINT');
+    assert.equal(await exited(server.child), 1, server.log());
+    assert.match(server.log(), /second signal: exiting now/);
   });
 
   it('answers /health with 503 while draining, and exits once the last client has gone', async () => {

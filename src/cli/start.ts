@@ -220,10 +220,11 @@ function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<
     log.info(signal === 'SIGTERM' ? 'draining, then stopping' : signal === 'SIGUSR2' ? 'stopping to restart' : 'stopping', { signal });
     exitAfter(log, work);
   };
-  process.once('SIGINT', () => handle('SIGINT', stop));
-  process.once('SIGHUP', () => handle('SIGHUP', stop));
-  process.once('SIGTERM', () => handle('SIGTERM', drain));
-  process.once('SIGUSR2', () => handle('SIGUSR2', restart));
+  // `on`, not `once`: a second signal of the same kind (Ctrl-C pressed again) must reach the handler, not Node's default.
+  process.on('SIGINT', () => handle('SIGINT', stop));
+  process.on('SIGHUP', () => handle('SIGHUP', stop));
+  process.on('SIGTERM', () => handle('SIGTERM', drain));
+  process.on('SIGUSR2', () => handle('SIGUSR2', restart));
   // Started by perseid dev, which holds the other end of this channel: dev killed outright leaves no one else to stop it.
   if (process.send) process.once('disconnect', () => handle('disconnect', stop));
 }
