@@ -333,3 +333,36 @@ describe('fairness (a real server process)', () => {
     prober.close();
   });
 });
+
+describe('a client that pipelines calls and leaves', () => {
+  it('has its calls stop running as soon as its connection is gone, not after every message already read', async () => {
+    let ran = 0;
+    const t = await startServer((server) =>
+      server.methods({
+        work() {
+          ran++;
+          const end = performance.now() + 1;
+          while (performance.now() < end); // 1 ms of work per call
+        },
+      }),
+    );
+    try {
+      const { socket } = await openRawWebSocket(t.port);
+      const frames = [textFrame(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] }))];
+      for (let i = 0; i < 3000; i++) frames.push(textFrame(JSON.stringify({ msg: 'method', id: `m${i}`, method: 'work', params: [] })));
+      socket.write(Buffer.concat(frames));
+      await eventually(() => ran > 0, 'the first call to run');
+      socket.resetAndDestroy();
+      const atLeave = ran;
+      // Until the count stands still for half a second (bounded: 3,000 calls of 1 ms).
+      let last = -1;
+      for (const deadline = Date.now() + 20000; ran !== last && Date.now() < deadline; ) {
+        last = ran;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      assert.ok(ran - atLeave < 100, `${ran - atLeave} calls ran after the client left (${ran} in all)`);
+    } finally {
+      await t.close();
+    }
+  });
+});
