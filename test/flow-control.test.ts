@@ -366,3 +366,30 @@ describe('a client that pipelines calls and leaves', () => {
     }
   });
 });
+
+describe('sessions waiting for their clients to come back', () => {
+  it('are no more per address than it may have connections, the oldest ending first', async () => {
+    const t = await startServer(() => undefined, { maxConnectionsPerAddress: 3 });
+    try {
+      const sessions: string[] = [];
+      for (let i = 1; i <= 6; i++) {
+        const peer = await RawPeer.connected(t.wsUrl);
+        sessions.push(peer.session);
+        peer.ws.terminate(); // gone without a close: its session waits for it
+        await eventually(() => t.server.connectionCount === 0, 'the server to see the connection go');
+        assert.equal(t.server.awaitingResumeCount, Math.min(i, 3), `sessions waiting after ${i} vanished`);
+      }
+      const resume = async (session: string) => {
+        const peer = await RawPeer.open(t.wsUrl);
+        peer.send({ msg: 'connect', version: '1', support: ['1'], session, receivedCount: 1 });
+        const { session: got } = await peer.next((m) => m.msg === 'connected');
+        peer.close();
+        return got;
+      };
+      assert.equal(await resume(sessions[5]!), sessions[5], 'the newest is there to resume');
+      assert.notEqual(await resume(sessions[2]!), sessions[2], 'the older ones ended');
+    } finally {
+      await t.close();
+    }
+  });
+});
