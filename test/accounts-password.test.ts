@@ -255,6 +255,38 @@ describe('accounts: argon2 (argon2Enabled)', () => {
   });
 });
 
+describe('accounts: failed logins in numbers', () => {
+  it("keep other clients' calls answered: 60 at once, from 12 connections within the rate limit", async () => {
+    const opened = await embeddedTarget().open();
+    const t = await accountsServer(opened.database);
+    try {
+      const bystander = await RawPeer.connected(t.wsUrl);
+      const attackers = await Promise.all(Array.from({ length: 12 }, () => RawPeer.connected(t.wsUrl)));
+      // Sent at once; their answers may take a while (they wait their turn), the bystander's may not.
+      const attempts = attackers.map(async (peer, p) => {
+        for (let i = 0; i < 5; i++) peer.send({ msg: 'method', id: `l${i}`, method: 'login', params: [{ user: { username: `nobody${p}-${i}` }, password: digest('wrong') }] });
+        const results: Message[] = [];
+        while (results.length < 5) results.push(await peer.next((m) => m.msg === 'result', 30000));
+        return results;
+      });
+      let slowest = 0;
+      let settled = false;
+      const all = Promise.all(attempts).finally(() => (settled = true));
+      for (let i = 0; !settled; i++) {
+        const started = performance.now();
+        await bystander.call(`w${i}`, 'whoami');
+        slowest = Math.max(slowest, performance.now() - started);
+      }
+      for (const result of (await all).flat()) assert.deepEqual(errorOf(result), AMBIGUOUS);
+      assert.ok(slowest < 1000, `the bystander's slowest call took ${Math.round(slowest)} ms`);
+      for (const peer of [bystander, ...attackers]) peer.close();
+    } finally {
+      await t.close();
+      await opened.cleanup();
+    }
+  });
+});
+
 describe('accounts: options', () => {
   let opened: Awaited<ReturnType<ReturnType<typeof embeddedTarget>['open']>>;
   before(async () => {

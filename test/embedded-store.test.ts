@@ -473,6 +473,22 @@ describe('embedded store: change events', () => {
 });
 
 describe('embedded store: persistence', () => {
+  it('refuses a document holding an invalid Date, which the log could not give back, and opens again with the rest', async () => {
+    const dir = tempDir();
+    const store = await open(dir);
+    const c = store.collection('c');
+    await c.insert({ _id: 'a', at: new Date(5) });
+    const invalid = /Cannot store an invalid Date \(at [\w.]+\): dates must be within/;
+    await assert.rejects(c.insert({ _id: 'b', nested: { list: [1, new Date(NaN)] } }), invalid);
+    await assert.rejects(c.update({ _id: 'a' }, { $set: { at: new Date(8.64e15 + 1) } }, {}), invalid);
+    await assert.rejects(c.update({ _id: 'u' }, { $set: { at: new Date('junk') } }, { upsert: true, insertedId: 'u' }), invalid);
+    await assert.rejects(c.update({ _id: 'a' }, { _id: 'a', at: new Date(NaN) }, {}), invalid);
+    assert.deepEqual((await c.find(q())).docs, [{ _id: 'a', at: new Date(5) }], 'nothing refused is visible');
+    await store.close();
+    const reopened = await open(dir);
+    assert.deepEqual((await reopened.collection('c').find(q())).docs, [{ _id: 'a', at: new Date(5) }]);
+  });
+
   it('survives close and reopen, EJSON types, order and indexes included', async () => {
     const dir = tempDir();
     const oid = new ObjectID('0123456789abcdef01234567');

@@ -333,3 +333,63 @@ describe('fairness (a real server process)', () => {
     prober.close();
   });
 });
+
+describe('a client that pipelines calls and leaves', () => {
+  it('has its calls stop running as soon as its connection is gone, not after every message already read', async () => {
+    let ran = 0;
+    const t = await startServer((server) =>
+      server.methods({
+        work() {
+          ran++;
+          const end = performance.now() + 1;
+          while (performance.now() < end); // 1 ms of work per call
+        },
+      }),
+    );
+    try {
+      const { socket } = await openRawWebSocket(t.port);
+      const frames = [textFrame(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] }))];
+      for (let i = 0; i < 3000; i++) frames.push(textFrame(JSON.stringify({ msg: 'method', id: `m${i}`, method: 'work', params: [] })));
+      socket.write(Buffer.concat(frames));
+      await eventually(() => ran > 0, 'the first call to run');
+      socket.resetAndDestroy();
+      const atLeave = ran;
+      // Until the count stands still for half a second (bounded: 3,000 calls of 1 ms).
+      let last = -1;
+      for (const deadline = Date.now() + 20000; ran !== last && Date.now() < deadline; ) {
+        last = ran;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      assert.ok(ran - atLeave < 100, `${ran - atLeave} calls ran after the client left (${ran} in all)`);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('sessions waiting for their clients to come back', () => {
+  it('are no more per address than it may have connections, the oldest ending first', async () => {
+    const t = await startServer(() => undefined, { maxConnectionsPerAddress: 3 });
+    try {
+      const sessions: string[] = [];
+      for (let i = 1; i <= 6; i++) {
+        const peer = await RawPeer.connected(t.wsUrl);
+        sessions.push(peer.session);
+        peer.ws.terminate(); // gone without a close: its session waits for it
+        await eventually(() => t.server.connectionCount === 0, 'the server to see the connection go');
+        assert.equal(t.server.awaitingResumeCount, Math.min(i, 3), `sessions waiting after ${i} vanished`);
+      }
+      const resume = async (session: string) => {
+        const peer = await RawPeer.open(t.wsUrl);
+        peer.send({ msg: 'connect', version: '1', support: ['1'], session, receivedCount: 1 });
+        const { session: got } = await peer.next((m) => m.msg === 'connected');
+        peer.close();
+        return got;
+      };
+      assert.equal(await resume(sessions[5]!), sessions[5], 'the newest is there to resume');
+      assert.notEqual(await resume(sessions[2]!), sessions[2], 'the older ones ended');
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -172,6 +172,37 @@ describe('__proto__ and friends in EJSON', () => {
   });
 });
 
+describe('dates beyond the range of Date', () => {
+  it('are a parse error, never an invalid Date that an app could store (the embedded store would not open again)', async () => {
+    let stored = 0;
+    const t = await startServer((server, { collection }) => {
+      const Things = collection<{ _id: string; at: unknown }>('things');
+      server.methods({
+        async keep(at: unknown) {
+          stored++;
+          return Things.insertAsync({ at });
+        },
+      });
+    });
+    try {
+      const peer = await RawPeer.connected(t.wsUrl);
+      for (const ms of ['1e300', String(8.64e15 + 1), String(-8.64e15 - 1)]) {
+        peer.send(`{"msg":"method","id":"d","method":"keep","params":[{"$date":${ms}}]}`);
+        const refused = await peer.next((m) => m.msg === 'error' || m.msg === 'result');
+        assert.equal(refused.msg, 'error', ms);
+        assert.equal(refused.reason, 'Parse error', ms);
+      }
+      assert.equal(stored, 0, 'the method never ran');
+      peer.send(`{"msg":"method","id":"ok","method":"keep","params":[{"$date":${8.64e15}}]}`);
+      const kept = await peer.next((m) => m.msg === 'result');
+      assert.equal(kept.error, undefined, 'the last valid date is kept');
+      peer.close();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('frames and bodies beyond the limits', () => {
   let t: TestServer;
   before(async () => {

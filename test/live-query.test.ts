@@ -93,6 +93,48 @@ describe('live queries', () => {
     assert.equal(database.liveQueries.list().filter((q) => q.collection === items.name).length, 0);
   });
 
+  it('attaches and detaches 30,000 observers of one query in linear time (each copied the whole list)', async () => {
+    await items.insertAsync({ n: 1 });
+    const handles: Array<{ stop(): void }> = [];
+    const blocks: number[] = [];
+    let started = performance.now();
+    for (let i = 1; i <= 30000; i++) {
+      handles.push(await items.find({}).observeChangesAsync({ added() {} }));
+      if (i % 3000 === 0) {
+        blocks.push(performance.now() - started);
+        started = performance.now();
+      }
+    }
+    const [first, last] = [blocks[0]!, blocks.at(-1)!];
+    assert.ok(last < 3 * first + 50, `the last 3,000 took ${Math.round(last)} ms, the first ${Math.round(first)} ms`);
+    started = performance.now();
+    for (const handle of handles) handle.stop();
+    const stopping = performance.now() - started;
+    assert.ok(stopping < 2000, `stopping them all took ${Math.round(stopping)} ms`);
+    assert.equal(database.liveQueries.list().filter((q) => q.collection === items.name).length, 0);
+  });
+
+  it('tells every observer of a change even when one stops itself, or another, while it is told', async () => {
+    const id = await items.insertAsync({ n: 1 });
+    const told: string[] = [];
+    const handles: Record<string, { stop(): void }> = {};
+    for (const name of ['a', 'b', 'c', 'd']) {
+      handles[name] = await items.find({}).observeChangesAsync({
+        changed() {
+          told.push(name);
+          if (name === 'a') handles.a!.stop();
+          if (name === 'b') handles.c!.stop();
+        },
+      });
+    }
+    await items.updateAsync({ _id: id as string }, { $set: { n: 2 } });
+    assert.deepEqual(told.sort(), ['a', 'b', 'c', 'd']);
+    told.length = 0;
+    await items.updateAsync({ _id: id as string }, { $set: { n: 3 } });
+    assert.deepEqual(told.sort(), ['b', 'd'], 'the stopped ones are told no more');
+    for (const handle of Object.values(handles)) handle.stop();
+  });
+
   it('applies inserts, updates and removes from change events without reading the database', async () => {
     await items.insertAsync({ _id: 'a', color: 'red', size: 1, secret: 'x' });
     const w = await watch(items.find({ color: 'red' }, { fields: { secret: 0 } }));

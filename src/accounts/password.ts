@@ -46,12 +46,26 @@ export function passwordDigest(password: PasswordInput): string {
   return typeof password === 'string' ? sha256Hex(password) : password.digest;
 }
 
+/**
+ * bcryptjs works on the event loop in slices of up to 100 ms, each queued with
+ * setImmediate: n hashes at once run n slices back to back before any I/O
+ * (250 failed logins stalled every client for 25 s). One at a time, the other
+ * clients are served between slices; logins wait their turn.
+ */
+let bcryptQueue: Promise<unknown> = Promise.resolve();
+
+function oneAtATime<T>(work: () => Promise<T>): Promise<T> {
+  const run = bcryptQueue.then(work);
+  bcryptQueue = run.catch(() => undefined);
+  return run;
+}
+
 export function hashPassword(password: PasswordInput, rounds = DEFAULT_BCRYPT_ROUNDS): Promise<string> {
-  return bcrypt.hash(passwordDigest(password), rounds);
+  return oneAtATime(() => bcrypt.hash(passwordDigest(password), rounds));
 }
 
 export function checkPassword(password: PasswordInput, hash: string): Promise<boolean> {
-  return bcrypt.compare(passwordDigest(password), hash);
+  return oneAtATime(() => bcrypt.compare(passwordDigest(password), hash));
 }
 
 /** Rounds a stored hash was made with (`$2b$10$...` → 10); NaN for something else. */

@@ -133,7 +133,10 @@ function tagged(obj: JSONObject): unknown {
     if ('$date' in obj) {
       const ms = obj.$date;
       if (typeof ms !== 'number') throw new Error('EJSON: $date must be a number');
-      return new Date(ms);
+      const date = new Date(ms);
+      // Past ±8.64e15 ms a Date is invalid, and encodes as {"$date":null}, which nothing reads back.
+      if (Number.isNaN(date.getTime())) throw new Error('EJSON: $date must be within ±8.64e15 ms of 1970');
+      return date;
     }
     if ('$InfNaN' in obj) {
       const sign = obj.$InfNaN;

@@ -26,3 +26,35 @@ export class AddressLimit {
     else this.counts.delete(address);
   }
 }
+
+/**
+ * Sessions waiting for their client to come back, per client address. A
+ * waiting session has given its connection's place back (its client needs one
+ * to come back with), so these are bounded apart: at most as many per address
+ * as it may have connections, the oldest ending first. Else one address could
+ * connect, subscribe and vanish over and over, leaving thousands waiting.
+ */
+export class WaitingPerAddress<T> {
+  private readonly waiting = new Map<string, Set<T>>();
+
+  /** @param limit waiting sessions per address; 0 for no limit */
+  constructor(readonly limit: number) {}
+
+  /** Adds `item`; returns the oldest waiting from `address` when that passes the limit (for the caller to end). */
+  add(address: string | undefined, item: T): T | undefined {
+    if (this.limit === 0 || address === undefined) return undefined;
+    let items = this.waiting.get(address);
+    if (!items) this.waiting.set(address, (items = new Set()));
+    items.add(item);
+    if (items.size <= this.limit) return undefined;
+    const [oldest] = items;
+    return oldest;
+  }
+
+  delete(address: string | undefined, item: T): void {
+    if (address === undefined) return;
+    const items = this.waiting.get(address);
+    if (!items?.delete(item)) return;
+    if (items.size === 0) this.waiting.delete(address);
+  }
+}

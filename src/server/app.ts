@@ -12,7 +12,7 @@ import { defineCloseReason } from '../ddp/errors.js';
 import { ProtocolErrors } from '../ddp/messages.js';
 import { createLogger, type Logger } from '../log.js';
 import { parseAllowedOrigins, type AllowedOrigins } from '../transport/origins.js';
-import { AddressLimit } from './address-limit.js';
+import { AddressLimit, WaitingPerAddress } from './address-limit.js';
 import { clientAddress, forwardedCountFromEnv } from './connection-handle.js';
 import type { ConnectionRouter } from './connection-router.js';
 import { FrontDoor } from './front-door.js';
@@ -160,6 +160,7 @@ export class PerseidServer implements SessionServer {
   /** A cluster's balancer, when this server routes new clients: its view of every server goes into /metrics. */
   private router: ConnectionRouter | undefined;
   private readonly addressLimit: AddressLimit;
+  private readonly waitingPerAddress: WaitingPerAddress<Session>;
   /** Refusals by address since the last warning about them (at most one a minute: a refused script retries fast). */
   private refusedSinceWarning = 0;
   private lastRefusalWarning = -Infinity;
@@ -191,6 +192,7 @@ export class PerseidServer implements SessionServer {
     };
     this.resumeMaxSessions = options.resumeMaxSessions ?? 10000;
     this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
+    this.waitingPerAddress = new WaitingPerAddress(this.addressLimit.limit);
     const compression = options.compression === false ? false : { ...DEFAULT_COMPRESSION, ...options.compression };
     this.transport = new TransportEndpoint(
       {
@@ -511,13 +513,18 @@ export class PerseidServer implements SessionServer {
   sessionClosed(session: Session): void {
     this.sessions.delete(session);
     this.sessionsById.delete(session.id);
-    this.parked.delete(session);
+    this.sessionUnparked(session);
     sessionMetrics.sessions.set(this.sessions.size);
     this.log.debug('session closed', { session: session.id });
   }
 
   sessionParked(session: Session): void {
     this.parked.add(session);
+    const ousted = this.waitingPerAddress.add(session.connection.clientAddress, session);
+    if (ousted) {
+      this.log.debug('ending a session waiting for its client: too many are waiting from its address', { session: ousted.id, limit: this.waitingPerAddress.limit });
+      ousted.shutDown();
+    }
     if (this.parked.size <= this.resumeMaxSessions) return;
     const [longest] = this.parked;
     this.log.debug('ending a session waiting for its client: too many are waiting', { session: longest?.id, limit: this.resumeMaxSessions });
@@ -526,6 +533,7 @@ export class PerseidServer implements SessionServer {
 
   sessionUnparked(session: Session): void {
     this.parked.delete(session);
+    this.waitingPerAddress.delete(session.connection.clientAddress, session);
   }
 
   socketClosed(socket: DdpSocket): void {

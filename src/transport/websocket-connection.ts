@@ -117,6 +117,9 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
       }
     });
     ws.on('close', (code) => this.closedByPeer(code));
+    // ws reports the close only once it has handed on every message it had read, one per turn: up to thousands
+    // from a client that pipelined them and left, each run for nobody meanwhile. The socket itself says at once.
+    socket.on('close', () => this.closedByPeer(1006));
     // ws reports protocol violations (bad UTF-8, oversized or overly inflating messages) here and then closes.
     ws.on('error', (error) => options.log.debug('websocket error', { error: error.message, remote: this.remoteAddress }));
     socket.on('drain', () => {

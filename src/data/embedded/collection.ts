@@ -23,7 +23,7 @@ import { DuplicateKeyError, type CollectionDriver, type IndexDescription, type Q
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange, type IndexSpec } from './indexes.js';
 import { applyModifier, assertValidDocument, buildUpsert, parseModifier } from '../../query/modifier.js';
-import type { Mutation } from './records.js';
+import { assertLoggable, type Mutation } from './records.js';
 import type { CollectionImage } from './snapshot.js';
 import { isOperatorObject } from '../../query/values.js';
 
@@ -243,7 +243,9 @@ export class EmbeddedCollection implements CollectionDriver {
     await this.write([...removals, { op: 'dropCollection', collection: this.name }]);
   }
 
+  /** Every new version of a document comes here, before anything is applied. */
   private put(doc: Document): Mutation {
+    assertLoggable(doc);
     return { op: 'put', collection: this.name, doc };
   }
 

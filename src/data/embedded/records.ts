@@ -36,6 +36,23 @@ export function encodeLine(value: unknown): string {
   return `${checksum(json)} ${json}\n`;
 }
 
+/**
+ * Throws for a document the log could not give back: an invalid Date (from
+ * `new Date('junk')`, say) is written as `{"$date":null}`, which no reader
+ * takes, so the store would not open again.
+ */
+export function assertLoggable(value: unknown, path = ''): void {
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw new Error(`Cannot store an invalid Date${path ? ` (at ${path})` : ''}: dates must be within ±8.64e15 ms of 1970`);
+    return;
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) assertLoggable(value[i], path ? `${path}.${i}` : String(i));
+  } else if (isPlainObject(value)) {
+    for (const key in value) assertLoggable(value[key], path ? `${path}.${key}` : key);
+  }
+}
+
 /** A record that could not be read or applied: where, why, and its text. */
 export interface DamagedRecord {
   file: string;
