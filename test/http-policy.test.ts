@@ -6,10 +6,13 @@
  * and under a Content-Security-Policy.
  */
 import assert from 'node:assert/strict';
-import { networkInterfaces } from 'node:os';
+import { mkdtempSync } from 'node:fs';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import tasksApp from '../examples/tasks/app.js';
 import { createServer, type PerseidServer } from '../src/server/app.js';
+import type { Logger } from '../src/log.js';
 import { DEFAULT_CONTENT_SECURITY_POLICY } from '../src/server/http.js';
 import { httpRequest, openRawWebSocket, SockjsXhrSession } from '../scripts/fuzz/wire.js';
 import { RawPeer, startServer, type TestServer } from './helpers.js';
@@ -189,5 +192,16 @@ describe('static files', () => {
         await other.close();
       }
     }
+  });
+
+  it('warn once, naming the directory, when the one given does not exist (a relative path is from the working directory)', () => {
+    const lines: string[] = [];
+    const logger: Logger = { debug: () => undefined, info: () => undefined, warn: (m, f) => lines.push(`${m} ${JSON.stringify(f)}`), error: () => undefined, child: () => logger };
+    createServer({ logger }).serveStatic('no-such-public-dir');
+    assert.equal(lines.length, 1, lines.join('\n'));
+    assert.match(lines[0]!, /does not exist/);
+    assert.ok(lines[0]!.includes(join(process.cwd(), 'no-such-public-dir')), lines[0]);
+    createServer({ logger }).serveStatic(mkdtempSync(join(tmpdir(), 'perseid-public-')));
+    assert.equal(lines.length, 1, 'no warning for a directory that exists');
   });
 });

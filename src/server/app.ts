@@ -2,8 +2,10 @@
  * The application server: methods, publications, and the HTTP server that
  * carries DDP (WebSocket and SockJS) next to static files and a health check.
  */
+import { existsSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { getHeapStatistics } from 'node:v8';
 import { AUTOUPDATE } from '../ddp/autoupdate.js';
@@ -300,6 +302,11 @@ export class PerseidServer implements SessionServer {
 
   /** Serves the files of `dir` over HTTP (an app's page, scripts, images). */
   serveStatic(dir: string): this {
+    // A relative `dir` is from the working directory, not the app file: started from elsewhere, every file would 404 without a word.
+    const full = resolve(dir);
+    if (!existsSync(full)) {
+      this.log.warn("serveStatic: the directory does not exist, so its files will not be found; to serve the app's own, give a path from its file: fileURLToPath(new URL('./public/', import.meta.url))", { dir: full });
+    }
     this.routes = this.routes.withPublicDir(dir);
     return this;
   }
