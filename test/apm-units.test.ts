@@ -119,6 +119,15 @@ describe('the capacity report', () => {
     assert.equal(report.plan!.byCpu, 31);
   });
 
+  it('says so when an idle instance already uses the whole CPU target', () => {
+    const report = capacityReport(
+      { processes: 2, sessions: 10, sessionsLastMinute: 10, users: 0, cpuPercent: 180, idleCpuPercent: 150, rssMb: 300, idleRssMb: 100, idleMeasured: true, utilization: 0.9, lagP99Ms: 3 },
+      { sessions: 100, cpuPercent: 70 },
+    );
+    assert.equal(report.plan!.instances, null);
+    assert.match(report.note!, /An idle instance already uses 75 % CPU, the whole 70 % target/);
+  });
+
   it('says when there is nothing to measure', () => {
     const report = capacityReport({ processes: 1, sessions: 0, sessionsLastMinute: 0, users: 0, cpuPercent: 1, idleCpuPercent: 1, rssMb: 90, idleRssMb: 90, idleMeasured: true, utilization: 0, lagP99Ms: 0 }, { sessions: 100 });
     assert.equal(report.cpuPer100Sessions, null);

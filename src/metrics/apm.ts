@@ -465,6 +465,7 @@ export class Apm {
     this.traces.clear();
     this.errors.clear();
     this.history.length = 0;
+    this.idleCpu = this.idleRss = Infinity;
     this.recentSince = this.halfSince = Date.now();
   }
 }

@@ -92,6 +92,7 @@ export function capacityReport(inputs: CapacityInputs, target?: CapacityTarget):
     const cpuPerInstance = cpuTarget - inputs.idleCpuPercent / Math.max(1, inputs.processes);
     const byCpu = perSessionCpu === null || cpuPerInstance <= 0 ? null : Math.max(1, Math.ceil((target.sessions * perSessionCpu) / cpuPerInstance));
     const sessionsPerInstance = perSessionCpu && cpuPerInstance > 0 ? Math.floor(cpuPerInstance / perSessionCpu) : null;
+    if (cpuPerInstance <= 0) report.note = `An idle instance already uses ${(inputs.idleCpuPercent / Math.max(1, inputs.processes)).toFixed(0)} % CPU, the whole ${cpuTarget} % target: no session fits; raise the target.`;
     const plan: CapacityPlan = { sessions: target.sessions, cpuPercent: cpuTarget, instances: byCpu, byCpu, sessionsPerInstance };
     if (target.memoryMb !== undefined) {
       plan.memoryMb = target.memoryMb;
