@@ -118,6 +118,10 @@ export default async function (client, ctx) {
     assert.equal(report.client, 'full');
     assert.equal(report.users.completed, 4, JSON.stringify(report.errors));
     assert.equal(report.measures.insert!.count, 4);
+    // connect, sub, two methods and disconnect per user: the full client's traffic counted as the lean one's is.
+    assert.equal(report.traffic.messagesOut, 4 * 5);
+    assert.ok(report.traffic.bytesOut > 4 * 5 * 20, `${report.traffic.bytesOut} bytes out`);
+    assert.ok(report.traffic.bytesIn > 0 && report.traffic.messagesIn >= 4 * 7, `${report.traffic.messagesIn} messages in`);
   });
 
   it('stops users still running at the deadline, and refuses runs larger than --max-users', async () => {
