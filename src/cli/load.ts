@@ -1,5 +1,6 @@
 /** `perseid load`: the DDP load tester. */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { compareReports, compareText, differenceText, setupDifferences } from '../load/report/compare.js';
 import { htmlReport } from '../load/report/html.js';
 import type { LoadReport } from '../load/report/model.js';
@@ -140,6 +141,19 @@ function readBaseline(file: string): LoadReport {
   return report as LoadReport;
 }
 
+/** A --json or --html file that cannot be written is refused before the run, not after minutes of it. */
+function checkOutput(option: string, file: unknown): void {
+  if (typeof file !== 'string') return;
+  const folder = dirname(resolve(file));
+  try {
+    accessSync(folder, constants.W_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UsageError(`cannot write --${option} ${file}: ${code === 'ENOENT' ? `no folder ${folder}` : `the folder ${folder} is not writable (${code})`}`);
+  }
+  if (statSync(file, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`--${option} ${file} is a folder: give a file name`);
+}
+
 /** Setup mistakes (a scenario that does not load, an unreachable server, too many users) are usage errors: one line, exit 2. */
 async function asUsage<T>(work: () => Promise<T>): Promise<T> {
   try {
@@ -154,6 +168,8 @@ async function asUsage<T>(work: () => Promise<T>): Promise<T> {
 /** Runs the command; resolves with the exit status. */
 export async function runLoadCommand(parsed: Parsed): Promise<number> {
   const settings = settingsFrom(parsed);
+  checkOutput('json', parsed.values.json);
+  checkOutput('html', parsed.values.html);
   if (TYPESCRIPT_FILE.test(settings.scenario)) await enableTypeScript(); // a scenario in TypeScript runs as written
   const threshold = numberOption(parsed.values, 'threshold', 0, 1e6) ?? 10;
   const compare = parsed.values.compare;
