@@ -56,19 +56,26 @@ export async function loadScenario(name: string): Promise<{ module: ScenarioModu
   return { module, name };
 }
 
+/** Why nothing answers HTTP at the URL's host and port, or undefined if something does. */
+async function noAnswer(url: string): Promise<string | undefined> {
+  const http = new URL(toWebSocketUrl(url).replace(/^ws/, 'http'));
+  try {
+    await fetch(`${http.origin}/`, { signal: AbortSignal.timeout(2000) });
+    return undefined;
+  } catch (error) {
+    return ((error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message) || 'no answer';
+  }
+}
+
 /** Checks that something answers at the URL before starting users, for a clear message instead of N connection errors. */
 async function reachable(url: string, timeoutMs: number, server?: SpawnedServer): Promise<string | undefined> {
-  const http = new URL(toWebSocketUrl(url).replace(/^ws/, 'http'));
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
     if (server?.exited) return `the --spawn command ${server.exited}`;
-    try {
-      await fetch(`${http.origin}/`, { signal: AbortSignal.timeout(2000) });
-      return undefined;
-    } catch (error) {
-      last = ((error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message) || 'no answer';
-    }
+    const problem = await noAnswer(url);
+    if (problem === undefined) return undefined;
+    last = problem;
     await new Promise((r) => setTimeout(r, 200));
   }
   return last;
@@ -120,15 +127,19 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
   const { name } = plan.scenario;
   const timeoutMs = settings.timeoutMs ?? 30000;
 
+  const urls = [settings.url].flat();
   let spawned: SpawnedServer | undefined;
   let sampler: ProcessSampler | undefined;
   try {
     if (settings.spawnServer) {
+      // Another server there would take the load while the one started is sampled (and fails on the busy port).
+      for (const url of urls) {
+        if ((await noAnswer(url)) === undefined) throw new LoadSetupError(`${url} already answers before the --spawn command starts: stop the server there, or load it with --server-pid instead of --spawn`);
+      }
       spawned = await SpawnedServer.start(settings.spawnServer).catch((error: Error) => {
         throw new LoadSetupError(`cannot start the --spawn command: ${error.message}`);
       });
     }
-    const urls = [settings.url].flat();
     for (const url of urls) {
       const problem = await reachable(url, spawned ? 30000 : 3000, spawned);
       if (problem) throw new LoadSetupError(`cannot reach ${url}: ${problem}`);
