@@ -1,7 +1,7 @@
 /** `perseid load`: the DDP load tester. */
 import { accessSync, constants, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { compareReports, compareText, differenceText, setupDifferences } from '../load/report/compare.js';
+import { compareReports, compareText, differenceText, setupDifferences, verdict } from '../load/report/compare.js';
 import { htmlReport } from '../load/report/html.js';
 import type { LoadReport } from '../load/report/model.js';
 import { summaryText } from '../load/report/summary.js';
@@ -42,7 +42,7 @@ export const loadCommand: CommandSpec = {
     json: { type: 'string', value: '<file>', help: 'Write the full report as JSON' },
     html: { type: 'string', value: '<file>', help: 'Write a self-contained HTML report with charts' },
     compare: { type: 'string', value: '<report.json>', help: 'Print how every figure changed against an earlier --json report of the same load (refused if the scenario, client, params, think time, rate or concurrency differ)' },
-    threshold: { type: 'string', value: '<percent>', help: 'With --compare: exit 1 if any figure got this much worse (default 10)' },
+    threshold: { type: 'string', value: '<percent>', help: 'With --compare: exit 1 if any figure got this much worse (default 10); a percentile with fewer than 10 timings beyond it is not counted' },
   },
   details: [
     'Built-in scenarios (BENCHMARKS.md):',
@@ -200,7 +200,7 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
   if (baseline) {
     const comparison = compareReports(report, baseline);
     process.stdout.write('\n' + compareText(comparison, threshold) + '\n');
-    if (comparison.changes.some((c) => c.worsePercent > threshold)) status = 1;
+    if (comparison.changes.some((c) => verdict(c, threshold) === 'WORSE')) status = 1;
   }
   return status;
 }
