@@ -308,6 +308,7 @@ export default async function (client, ctx) {
         [['s1', '--url', 'http://127.0.0.1:9'], /cannot reach http:\/\/127\.0\.0\.1:9/],
         [['s1', '--url', tasks.url, '--rate', '100', '--duration', '100', '--max-users', '10'], /more than --max-users 10/],
         [['s1', '--url', tasks.url, '--processes', '0'], /--processes must be/],
+        [['s1', '--url', tasks.url, '--rate', '1', '--duration', '0.5', '--iterations', '3'], /--iterations counts the runs of each user at a fixed concurrency, and s1 runs by arrivals/],
         // Refused before the run (it used to end minutes later in a stack trace, the figures lost).
         [['s1', '--url', tasks.url, '--rate', '1', '--duration', '0.5', '--json', join(dir, 'missing', 'r.json')], /^perseid load: cannot write --json \S+r\.json: no folder \S+missing$/m],
         [['s1', '--url', tasks.url, '--rate', '1', '--duration', '0.5', '--html', dir], /--html \S+ is a folder: give a file name/],

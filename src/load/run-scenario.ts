@@ -108,6 +108,9 @@ export async function planRun(settings: LoadSettings): Promise<RunPlan> {
   const { module, name } = await loadScenario(settings.scenario);
   const defaults = module.options ?? {};
   const fixed = settings.concurrency !== undefined || (settings.phases === undefined && defaults.concurrency !== undefined);
+  if (settings.iterations !== undefined && !fixed) {
+    throw new LoadSetupError(`--iterations counts the runs of each user at a fixed concurrency, and ${name} runs by arrivals (each user runs it once): add --concurrency <n>, or leave out --iterations`);
+  }
   const shape = fixed
     ? { concurrency: settings.concurrency ?? defaults.concurrency!, duration: settings.duration ?? defaults.duration ?? 60, iterations: settings.iterations }
     : { phases: settings.phases ?? fitted(defaults.phases ?? [{ duration: 60, arrivalRate: 4 }], settings.duration) };
