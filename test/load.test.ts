@@ -1,6 +1,7 @@
 /** `perseid load`: measurements, arrival shapes, counts against a real server, reports, bounds and the command line. */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -335,6 +336,29 @@ export default async function (client, ctx) {
       assert.equal(report.traffic.messagesIn, metrics.counter('perseid_messages_sent_total', '').get() - sent);
       assert.ok(report.generatorCpuSeconds > 0);
       assert.match(out.stderr, /\(3 processes\)/);
+    });
+
+    it('stops on Ctrl-C with a report of what was measured until then, in one process or several, then ends as interrupted', async () => {
+      for (const more of [[], ['--processes', '2']]) {
+        const json = join(dir, `interrupted${more.length}.json`);
+        const args = ['dist/src/cli/main.js', 'load', 's1', '--url', tasks.url, '--rate', '5', '--duration', '60', '--think-ms', '100', '--param', 'tasks=2', '--json', json, ...more];
+        const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        let stdout = '';
+        child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
+        try {
+          await new Promise((resolve) => setTimeout(resolve, 3500)); // users running
+          child.kill('SIGINT');
+          const ended = await Promise.race([once(child, 'exit').then(([, signal]) => signal as string), new Promise((resolve) => setTimeout(resolve, 15000, 'still running'))]);
+          assert.equal(ended, 'SIGINT', stdout);
+          assert.match(stdout, /lean client {2}\d+\.\d s \(interrupted: the figures cover only this part of the run\)\n/);
+          const report = JSON.parse(readFileSync(json, 'utf8')) as LoadReport;
+          assert.equal(report.interrupted, true);
+          assert.ok(report.users.started > 0 && report.users.started < 300 && report.seconds < 10, JSON.stringify(report.users));
+          assert.equal(report.measures.connect!.count, report.users.started);
+        } finally {
+          child.kill('SIGKILL');
+        }
+      }
     });
 
     it('writes JSON, and exits 1 when --compare finds a figure worse than the threshold', async () => {

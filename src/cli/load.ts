@@ -186,7 +186,23 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
     if (tty) process.stderr.write(`\r${line}\u001b[K${final ? '\n' : ''}`);
     else if (final || Math.round(seconds) % 10 === 0) process.stderr.write(`${line}\n`);
   };
-  const report = await asUsage(() => runScenario(settings));
+  // Ctrl-C stops the users and reports what they measured; a second one ends at once.
+  const interrupt = new AbortController();
+  let interruptedBy: NodeJS.Signals | undefined;
+  const onInterrupt = (signal: NodeJS.Signals) => {
+    if (interruptedBy) process.exit(130);
+    interruptedBy = signal;
+    process.stderr.write(`\n${signal}: stopping the users for a report of what they measured (again to quit at once)\n`);
+    interrupt.abort();
+  };
+  process.on('SIGINT', onInterrupt);
+  settings.signal = interrupt.signal;
+  let report: LoadReport;
+  try {
+    report = await asUsage(() => runScenario(settings));
+  } finally {
+    process.off('SIGINT', onInterrupt);
+  }
   process.stdout.write(summaryText(report) + '\n');
   if (typeof parsed.values.json === 'string') {
     writeFileSync(parsed.values.json, JSON.stringify(report, null, 2) + '\n');
@@ -195,6 +211,11 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
   if (typeof parsed.values.html === 'string') {
     writeFileSync(parsed.values.html, htmlReport(report));
     process.stdout.write(`HTML report written to ${parsed.values.html}\n`);
+  }
+  if (interruptedBy) {
+    // End as interrupted, as without this handler.
+    process.kill(process.pid, interruptedBy);
+    return -1;
   }
   let status = report.users.completed === 0 ? 1 : 0;
   if (baseline) {

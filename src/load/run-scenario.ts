@@ -39,6 +39,8 @@ export interface LoadSettings {
   processes?: number;
   /** The module each generator process runs (see processes.ts); needed when `processes` > 1. */
   generatorEntry?: URL;
+  /** Stops the run early; the report covers what was measured until then. */
+  signal?: AbortSignal;
 }
 
 export class LoadSetupError extends Error {}
@@ -186,8 +188,9 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
             options,
             onProgress: settings.onProgress,
             progressExtra,
+            signal: settings.signal,
           })
-        : await runLoad({ ...options, scenario: module.default, onProgress: settings.onProgress, progressExtra });
+        : await runLoad({ ...options, scenario: module.default, onProgress: settings.onProgress, progressExtra, signal: settings.signal });
     let server: ServerFigures | undefined;
     if (sampler && pid !== undefined) {
       const { cpuSeconds, peakRssMb, processes } = sampler.stop();
