@@ -60,7 +60,8 @@ export const loadCommand: CommandSpec = {
     'client: call, apply, subscribe, expect(added|removed, collection, id, action), collection(name) (full client).',
     'ctx: measure(name, fn), sleep(ms), think(), count(name), params, vu, running.',
     '--compare against a run that differs only in --duration compares latencies, failures and CPU per operation, not the rates or peak memory.',
-    'Exit status: 0 done; 1 no user completed, or --compare found a figure worse than --threshold; 2 bad usage, unreachable server, or a --compare baseline of another load.',
+    'Ctrl-C stops the users and still writes the reports, marked interrupted; a second one quits at once.',
+    'Exit status: 0 done; 1 no user completed, or --compare found a figure worse than --threshold; 2 bad usage, unreachable server, or a --compare baseline of another load; ended by SIGINT after a Ctrl-C.',
   ].join('\n'),
 };
 
