@@ -36,6 +36,14 @@ describe('load measurements', () => {
     near(s.mean, 500.5);
   });
 
+  it('never puts a percentile above the largest timing (a bucket\'s top is up to 0.1 % above its values)', () => {
+    const m = new Measurements(0);
+    for (const value of [100.9, 201.6, 201.6]) m.record('op', value, 0);
+    const s = m.summaries().op!;
+    assert.equal(s.max, 201.6);
+    assert.deepEqual([s.p50, s.p95, s.p99], [201.6, 201.6, 201.6]);
+  });
+
   it('spreads arrivals evenly, and along a ramp', () => {
     assert.deepEqual(arrivalTimes([{ duration: 2, arrivalRate: 5 }]).map(Math.round), [0, 200, 400, 600, 800, 1000, 1200, 1400, 1600, 1800]);
     const ramp = arrivalTimes([{ duration: 10, arrivalRate: 0, rampTo: 10 }]);
