@@ -8,7 +8,10 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -150,6 +153,20 @@ describe('perseid load --spawn', () => {
     assert.equal(out.status, 2);
     assert.match(out.stderr, new RegExp(`^perseid load: cannot reach http://127\\.0\\.0\\.1:${port}: the --spawn command exited with status 3\\n`));
     assert.ok(Date.now() - started < 10000, 'not after the 30 s wait for a server to answer');
+  });
+
+  it('refuses to start the server command when something already answers at the URL', async () => {
+    // A server left running: the one started would fail on the busy port while the old one took the load.
+    const other = createServer((_request, response) => response.end('already here')).listen(0, '127.0.0.1');
+    await once(other, 'listening');
+    const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    try {
+      const out = await load(['s1', '--spawn', `node -e 'setTimeout(() => process.exit(3), 1000)'`, '--url', url, '--rate', '2', '--duration', '0.5']);
+      assert.equal(out.status, 2, out.stdout);
+      assert.match(out.stderr, new RegExp(`^perseid load: ${url} already answers before the --spawn command starts: stop the server there, or load it with --server-pid instead of --spawn\\n`));
+    } finally {
+      other.close();
+    }
   });
 
   it('kills what does not stop on SIGTERM within the grace period, the wrapper and its child alike', async () => {

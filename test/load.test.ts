@@ -1,6 +1,7 @@
 /** `perseid load`: measurements, arrival shapes, counts against a real server, reports, bounds and the command line. */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import pubCycleApp from '../bench/apps/pub-cycle.js';
 import tasksApp from '../examples/tasks/app.js';
 import { setDefaultDatabase } from '../src/collections/database.js';
 import { Measurements } from '../src/load/measurements.js';
-import { compareReports, compareText } from '../src/load/report/compare.js';
+import { compareReports, compareText, verdict } from '../src/load/report/compare.js';
 import { htmlReport } from '../src/load/report/html.js';
 import type { LoadReport } from '../src/load/report/model.js';
 import { fitted, planRun, runScenario } from '../src/load/run-scenario.js';
@@ -33,6 +34,14 @@ describe('load measurements', () => {
     near(s.p99, 990);
     near(s.max, 1000);
     near(s.mean, 500.5);
+  });
+
+  it('never puts a percentile above the largest timing (a bucket\'s top is up to 0.1 % above its values)', () => {
+    const m = new Measurements(0);
+    for (const value of [100.9, 201.6, 201.6]) m.record('op', value, 0);
+    const s = m.summaries().op!;
+    assert.equal(s.max, 201.6);
+    assert.deepEqual([s.p50, s.p95, s.p99], [201.6, 201.6, 201.6]);
   });
 
   it('spreads arrivals evenly, and along a ramp', () => {
@@ -118,6 +127,10 @@ export default async function (client, ctx) {
     assert.equal(report.client, 'full');
     assert.equal(report.users.completed, 4, JSON.stringify(report.errors));
     assert.equal(report.measures.insert!.count, 4);
+    // connect, sub, two methods and disconnect per user: the full client's traffic counted as the lean one's is.
+    assert.equal(report.traffic.messagesOut, 4 * 5);
+    assert.ok(report.traffic.bytesOut > 4 * 5 * 20, `${report.traffic.bytesOut} bytes out`);
+    assert.ok(report.traffic.bytesIn > 0 && report.traffic.messagesIn >= 4 * 7, `${report.traffic.messagesIn} messages in`);
   });
 
   it('stops users still running at the deadline, and refuses runs larger than --max-users', async () => {
@@ -206,6 +219,8 @@ export default async function (client, ctx) {
     const same = compareReports(report, report);
     assert.deepEqual(same.differences, []);
     assert.ok(same.changes.length > 0 && same.changes.every((c) => c.worsePercent === 0 && c.changePercent === 0));
+    // As from runs long enough for their percentiles to count (10 timings beyond the p99).
+    report.measures.insertTask!.count = report.measures.removeTask!.count = 1000;
     const baseline: LoadReport = JSON.parse(JSON.stringify(report)) as LoadReport;
     baseline.measures.insertTask!.p99 = report.measures.insertTask!.p99 / 2; // this run's p99 is twice the baseline's
     baseline.measures.insertTask!.p50 = report.measures.insertTask!.p50 * 2; // and its p50 half
@@ -222,6 +237,23 @@ export default async function (client, ctx) {
     assert.match(rows.find((r) => r.startsWith('operations/s'))!, /-50\.0 %\s+WORSE$/);
     assert.match(rows.find((r) => r.startsWith('removeTask p50 ms'))!, /0\.0 %$/, 'no verdict within the threshold');
     assert.ok(rows.every((r) => !/worse/.test(r) || r.startsWith('compared')), rows.join('\n'));
+  });
+
+  it('does not mark the change of a percentile with fewer than 10 timings beyond it: two runs of one load differ that much by chance', async () => {
+    const report = await runScenario({ url: tasks.url, scenario: 's1', phases: [{ duration: 1, arrivalRate: 5 }], params: { tasks: '4' } });
+    assert.equal(report.measures.insertTask!.count, 20);
+    const baseline: LoadReport = JSON.parse(JSON.stringify(report)) as LoadReport;
+    for (const p of ['p50', 'p95', 'p99'] as const) baseline.measures.insertTask![p] = report.measures.insertTask![p] / 2;
+    const comparison = compareReports(report, baseline);
+    const rows = compareText(comparison, 10).split('\n');
+    // 10 timings beyond the p50 of 20: marked; 1 beyond the p95, none beyond the p99: noise.
+    assert.match(rows.find((r) => r.startsWith('insertTask p50 ms'))!, /\+100\.0 %\s+WORSE$/);
+    assert.match(rows.find((r) => r.startsWith('insertTask p95 ms'))!, /\+100\.0 %\s+few timings$/);
+    assert.match(rows.find((r) => r.startsWith('insertTask p99 ms'))!, /\+100\.0 %\s+few timings$/);
+    assert.deepEqual(
+      comparison.changes.filter((c) => verdict(c, 10) === 'WORSE').map((c) => c.figure),
+      ['insertTask p50 ms'],
+    );
   });
 
   it('compares runs of different lengths on what a length does not sway, and refuses runs of different loads', async () => {
@@ -285,6 +317,10 @@ export default async function (client, ctx) {
         [['s1', '--url', 'http://127.0.0.1:9'], /cannot reach http:\/\/127\.0\.0\.1:9/],
         [['s1', '--url', tasks.url, '--rate', '100', '--duration', '100', '--max-users', '10'], /more than --max-users 10/],
         [['s1', '--url', tasks.url, '--processes', '0'], /--processes must be/],
+        [['s1', '--url', tasks.url, '--rate', '1', '--duration', '0.5', '--iterations', '3'], /--iterations counts the runs of each user at a fixed concurrency, and s1 runs by arrivals/],
+        // Refused before the run (it used to end minutes later in a stack trace, the figures lost).
+        [['s1', '--url', tasks.url, '--rate', '1', '--duration', '0.5', '--json', join(dir, 'missing', 'r.json')], /^perseid load: cannot write --json \S+r\.json: no folder \S+missing$/m],
+        [['s1', '--url', tasks.url, '--rate', '1', '--duration', '0.5', '--html', dir], /--html \S+ is a folder: give a file name/],
       ];
       for (const [args, message] of cases) {
         const out = await cli(args);
@@ -310,18 +346,46 @@ export default async function (client, ctx) {
       assert.match(out.stderr, /\(3 processes\)/);
     });
 
+    it('stops on Ctrl-C with a report of what was measured until then, in one process or several, then ends as interrupted', async () => {
+      for (const more of [[], ['--processes', '2']]) {
+        const json = join(dir, `interrupted${more.length}.json`);
+        const args = ['dist/src/cli/main.js', 'load', 's1', '--url', tasks.url, '--rate', '5', '--duration', '60', '--think-ms', '100', '--param', 'tasks=2', '--json', json, ...more];
+        const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        let stdout = '';
+        child.stdout.on('data', (data: Buffer) => (stdout += data.toString()));
+        try {
+          await new Promise((resolve) => setTimeout(resolve, 3500)); // users running
+          child.kill('SIGINT');
+          const ended = await Promise.race([once(child, 'exit').then(([, signal]) => signal as string), new Promise((resolve) => setTimeout(resolve, 15000, 'still running'))]);
+          assert.equal(ended, 'SIGINT', stdout);
+          assert.match(stdout, /lean client {2}\d+\.\d s \(interrupted: the figures cover only this part of the run\)\n/);
+          const report = JSON.parse(readFileSync(json, 'utf8')) as LoadReport;
+          assert.equal(report.interrupted, true);
+          assert.ok(report.users.started > 0 && report.users.started < 300 && report.seconds < 10, JSON.stringify(report.users));
+          assert.equal(report.measures.connect!.count, report.users.started);
+        } finally {
+          child.kill('SIGKILL');
+        }
+      }
+    });
+
     it('writes JSON, and exits 1 when --compare finds a figure worse than the threshold', async () => {
       const json = join(dir, 'cli.json');
-      const first = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=2', '--json', json]);
+      const first = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=4', '--json', json]);
       assert.equal(first.status, 0, first.stderr);
       assert.match(first.stdout, /insertTask/);
       const report = JSON.parse(readFileSync(json, 'utf8')) as LoadReport;
       assert.equal(report.users.completed, 5);
       report.measures.insertTask!.p99 = 0.001;
       writeFileSync(json, JSON.stringify(report));
-      const second = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=2', '--compare', json, '--threshold', '10']);
+      // The p99 of 20 inserts is their slowest: its change is not marked and does not fail the run.
+      const noise = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=4', '--compare', json, '--threshold', '10']);
+      assert.match(noise.stdout, /insertTask p99 ms.*few timings$/m);
+      report.measures.insertTask!.p50 = 0.001;
+      writeFileSync(json, JSON.stringify(report));
+      const second = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=4', '--compare', json, '--threshold', '10']);
       assert.equal(second.status, 1);
-      assert.match(second.stdout, /insertTask p99 ms.*WORSE/);
+      assert.match(second.stdout, /insertTask p50 ms.*WORSE/);
     });
 
     it('with --compare, says how the runs differ: a different duration before the table, a different load refused before running', async () => {

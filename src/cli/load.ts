@@ -1,6 +1,7 @@
 /** `perseid load`: the DDP load tester. */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { compareReports, compareText, differenceText, setupDifferences } from '../load/report/compare.js';
+import { accessSync, constants, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { compareReports, compareText, differenceText, setupDifferences, verdict } from '../load/report/compare.js';
 import { htmlReport } from '../load/report/html.js';
 import type { LoadReport } from '../load/report/model.js';
 import { summaryText } from '../load/report/summary.js';
@@ -41,7 +42,7 @@ export const loadCommand: CommandSpec = {
     json: { type: 'string', value: '<file>', help: 'Write the full report as JSON' },
     html: { type: 'string', value: '<file>', help: 'Write a self-contained HTML report with charts' },
     compare: { type: 'string', value: '<report.json>', help: 'Print how every figure changed against an earlier --json report of the same load (refused if the scenario, client, params, think time, rate or concurrency differ)' },
-    threshold: { type: 'string', value: '<percent>', help: 'With --compare: exit 1 if any figure got this much worse (default 10)' },
+    threshold: { type: 'string', value: '<percent>', help: 'With --compare: exit 1 if any figure got this much worse (default 10); a percentile with fewer than 10 timings beyond it is not counted' },
   },
   details: [
     'Built-in scenarios (BENCHMARKS.md):',
@@ -59,7 +60,8 @@ export const loadCommand: CommandSpec = {
     'client: call, apply, subscribe, expect(added|removed, collection, id, action), collection(name) (full client).',
     'ctx: measure(name, fn), sleep(ms), think(), count(name), params, vu, running.',
     '--compare against a run that differs only in --duration compares latencies, failures and CPU per operation, not the rates or peak memory.',
-    'Exit status: 0 done; 1 no user completed, or --compare found a figure worse than --threshold; 2 bad usage, unreachable server, or a --compare baseline of another load.',
+    'Ctrl-C stops the users and still writes the reports, marked interrupted; a second one quits at once.',
+    'Exit status: 0 done; 1 no user completed, or --compare found a figure worse than --threshold; 2 bad usage, unreachable server, or a --compare baseline of another load; ended by SIGINT after a Ctrl-C.',
   ].join('\n'),
 };
 
@@ -140,6 +142,19 @@ function readBaseline(file: string): LoadReport {
   return report as LoadReport;
 }
 
+/** A --json or --html file that cannot be written is refused before the run, not after minutes of it. */
+function checkOutput(option: string, file: unknown): void {
+  if (typeof file !== 'string') return;
+  const folder = dirname(resolve(file));
+  try {
+    accessSync(folder, constants.W_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new UsageError(`cannot write --${option} ${file}: ${code === 'ENOENT' ? `no folder ${folder}` : `the folder ${folder} is not writable (${code})`}`);
+  }
+  if (statSync(file, { throwIfNoEntry: false })?.isDirectory()) throw new UsageError(`--${option} ${file} is a folder: give a file name`);
+}
+
 /** Setup mistakes (a scenario that does not load, an unreachable server, too many users) are usage errors: one line, exit 2. */
 async function asUsage<T>(work: () => Promise<T>): Promise<T> {
   try {
@@ -154,6 +169,8 @@ async function asUsage<T>(work: () => Promise<T>): Promise<T> {
 /** Runs the command; resolves with the exit status. */
 export async function runLoadCommand(parsed: Parsed): Promise<number> {
   const settings = settingsFrom(parsed);
+  checkOutput('json', parsed.values.json);
+  checkOutput('html', parsed.values.html);
   if (TYPESCRIPT_FILE.test(settings.scenario)) await enableTypeScript(); // a scenario in TypeScript runs as written
   const threshold = numberOption(parsed.values, 'threshold', 0, 1e6) ?? 10;
   const compare = parsed.values.compare;
@@ -170,7 +187,23 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
     if (tty) process.stderr.write(`\r${line}\u001b[K${final ? '\n' : ''}`);
     else if (final || Math.round(seconds) % 10 === 0) process.stderr.write(`${line}\n`);
   };
-  const report = await asUsage(() => runScenario(settings));
+  // Ctrl-C stops the users and reports what they measured; a second one ends at once.
+  const interrupt = new AbortController();
+  let interruptedBy: NodeJS.Signals | undefined;
+  const onInterrupt = (signal: NodeJS.Signals) => {
+    if (interruptedBy) process.exit(130);
+    interruptedBy = signal;
+    process.stderr.write(`\n${signal}: stopping the users for a report of what they measured (again to quit at once)\n`);
+    interrupt.abort();
+  };
+  process.on('SIGINT', onInterrupt);
+  settings.signal = interrupt.signal;
+  let report: LoadReport;
+  try {
+    report = await asUsage(() => runScenario(settings));
+  } finally {
+    process.off('SIGINT', onInterrupt);
+  }
   process.stdout.write(summaryText(report) + '\n');
   if (typeof parsed.values.json === 'string') {
     writeFileSync(parsed.values.json, JSON.stringify(report, null, 2) + '\n');
@@ -180,11 +213,16 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
     writeFileSync(parsed.values.html, htmlReport(report));
     process.stdout.write(`HTML report written to ${parsed.values.html}\n`);
   }
+  if (interruptedBy) {
+    // End as interrupted, as without this handler.
+    process.kill(process.pid, interruptedBy);
+    return -1;
+  }
   let status = report.users.completed === 0 ? 1 : 0;
   if (baseline) {
     const comparison = compareReports(report, baseline);
     process.stdout.write('\n' + compareText(comparison, threshold) + '\n');
-    if (comparison.changes.some((c) => c.worsePercent > threshold)) status = 1;
+    if (comparison.changes.some((c) => verdict(c, threshold) === 'WORSE')) status = 1;
   }
   return status;
 }

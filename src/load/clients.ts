@@ -1,4 +1,6 @@
 /** The two LoadClient implementations and how to connect one. */
+import WebSocket, { type RawData } from 'ws';
+import type { WebSocketConstructor } from '../client/connection.js';
 import { DDPClient } from '../client/node.js';
 import type { Document } from '../client/documents.js';
 import type { LocalCollection as ClientCollection } from '../client/local-collection.js';
@@ -100,6 +102,25 @@ export class LeanLoadClient implements LoadClient {
   }
 }
 
+/** The `ws` WebSocket, counting the messages and bytes of every frame the full client sends and receives. */
+function countingWebSocket(counters: ClientCounters): WebSocketConstructor {
+  return class CountingWebSocket extends WebSocket {
+    constructor(url: string) {
+      super(url);
+      this.on('message', (data: RawData) => {
+        counters.messagesIn++;
+        counters.bytesIn += Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
+      });
+      const send = this.send.bind(this);
+      this.send = (data: string) => {
+        counters.messagesOut++;
+        counters.bytesOut += Buffer.byteLength(data);
+        send(data);
+      };
+    }
+  };
+}
+
 /** The perseid/client DDPClient: every message decoded, documents kept, waits on collection state. */
 export class FullLoadClient implements LoadClient {
   readonly mode = 'full';
@@ -107,8 +128,7 @@ export class FullLoadClient implements LoadClient {
   private constructor(private readonly client: DDPClient) {}
 
   static async connect(url: string, counters: ClientCounters, timeoutMs: number): Promise<FullLoadClient> {
-    const client = new DDPClient(url, { autoReconnect: false, connectTimeout: timeoutMs });
-    client.on('message', () => counters.messagesIn++);
+    const client = new DDPClient(url, { autoReconnect: false, connectTimeout: timeoutMs, WebSocket: countingWebSocket(counters) });
     await client.connect();
     return new FullLoadClient(client);
   }

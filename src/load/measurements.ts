@@ -32,14 +32,9 @@ const ms = (micros: number) => Math.round(micros) / 1000;
 
 export function summarize(h: Histogram): LatencySummary {
   if (h.totalCount === 0) return { count: 0, p50: NaN, p95: NaN, p99: NaN, max: NaN, mean: NaN };
-  return {
-    count: h.totalCount,
-    p50: ms(h.getValueAtPercentile(50)),
-    p95: ms(h.getValueAtPercentile(95)),
-    p99: ms(h.getValueAtPercentile(99)),
-    max: ms(h.maxValue),
-    mean: ms(h.mean),
-  };
+  // A percentile is the top of its bucket (up to 0.1 % above the values in it): never above the largest value recorded.
+  const at = (percentile: number) => ms(Math.min(h.getValueAtPercentile(percentile), h.maxValue));
+  return { count: h.totalCount, p50: at(50), p95: at(95), p99: at(99), max: ms(h.maxValue), mean: ms(h.mean) };
 }
 
 /** Measurements of one generator process, to be merged into another's (`perseid load --processes`). */

@@ -9,13 +9,18 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { Measurements } from './measurements.js';
 import type { Progress, RunOptions, RunResult } from './runner.js';
 
-export type SerializableRunOptions = Omit<RunOptions, 'scenario' | 'onProgress' | 'progressExtra' | 'share'>;
+export type SerializableRunOptions = Omit<RunOptions, 'scenario' | 'onProgress' | 'progressExtra' | 'share' | 'signal'>;
 
 export interface GeneratorRequest {
   /** A built-in scenario's name, or a script's absolute path. */
   scenario: string;
   options: SerializableRunOptions;
   share: NonNullable<RunOptions['share']>;
+}
+
+/** Sent after the request when the run is stopped early (Ctrl-C, which the generator processes leave to this one). */
+export interface GeneratorStop {
+  kind: 'stop';
 }
 
 export type GeneratorMessage = { kind: 'progress'; progress: Progress } | { kind: 'result'; result: RunResult } | { kind: 'error'; message: string };
@@ -28,6 +33,7 @@ export interface ProcessesOptions {
   options: SerializableRunOptions;
   onProgress?: RunOptions['onProgress'];
   progressExtra?: RunOptions['progressExtra'];
+  signal?: AbortSignal;
 }
 
 /** Adds up the processes' results: counts summed, latencies merged histogram by histogram. */
@@ -60,6 +66,7 @@ export function mergeResults(results: RunResult[]): RunResult {
     },
     generatorCpuSeconds: sum((r) => r.generatorCpuSeconds),
     timeline,
+    ...(results.some((r) => r.interrupted) ? { interrupted: true as const } : {}),
   };
 }
 
@@ -78,6 +85,10 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
       { seconds: (performance.now() - t0) / 1000, final: false, started: total((p) => p.started), active: total((p) => p.active), completed: total((p) => p.completed), errors: total((p) => p.errors) },
     );
   }, 1000);
+  const stop = () => {
+    for (const child of children) if (child.connected) child.send({ kind: 'stop' } satisfies GeneratorStop);
+  };
+  o.signal?.addEventListener('abort', stop, { once: true });
   try {
     const results = await Promise.all(
       Array.from({ length: o.processes }, (_, index) => {
@@ -100,6 +111,7 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
           });
           const request: GeneratorRequest = { scenario: o.scenario, options: o.options, share: { index, of: o.processes, startAt } };
           child.send(request);
+          if (o.signal?.aborted) child.send({ kind: 'stop' } satisfies GeneratorStop);
         });
       }),
     );
@@ -115,6 +127,7 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
     });
     return merged;
   } finally {
+    o.signal?.removeEventListener('abort', stop);
     clearInterval(ticker);
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   }

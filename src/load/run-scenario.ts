@@ -39,6 +39,8 @@ export interface LoadSettings {
   processes?: number;
   /** The module each generator process runs (see processes.ts); needed when `processes` > 1. */
   generatorEntry?: URL;
+  /** Stops the run early; the report covers what was measured until then. */
+  signal?: AbortSignal;
 }
 
 export class LoadSetupError extends Error {}
@@ -56,19 +58,26 @@ export async function loadScenario(name: string): Promise<{ module: ScenarioModu
   return { module, name };
 }
 
+/** Why nothing answers HTTP at the URL's host and port, or undefined if something does. */
+async function noAnswer(url: string): Promise<string | undefined> {
+  const http = new URL(toWebSocketUrl(url).replace(/^ws/, 'http'));
+  try {
+    await fetch(`${http.origin}/`, { signal: AbortSignal.timeout(2000) });
+    return undefined;
+  } catch (error) {
+    return ((error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message) || 'no answer';
+  }
+}
+
 /** Checks that something answers at the URL before starting users, for a clear message instead of N connection errors. */
 async function reachable(url: string, timeoutMs: number, server?: SpawnedServer): Promise<string | undefined> {
-  const http = new URL(toWebSocketUrl(url).replace(/^ws/, 'http'));
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
     if (server?.exited) return `the --spawn command ${server.exited}`;
-    try {
-      await fetch(`${http.origin}/`, { signal: AbortSignal.timeout(2000) });
-      return undefined;
-    } catch (error) {
-      last = ((error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message) || 'no answer';
-    }
+    const problem = await noAnswer(url);
+    if (problem === undefined) return undefined;
+    last = problem;
     await new Promise((r) => setTimeout(r, 200));
   }
   return last;
@@ -101,6 +110,9 @@ export async function planRun(settings: LoadSettings): Promise<RunPlan> {
   const { module, name } = await loadScenario(settings.scenario);
   const defaults = module.options ?? {};
   const fixed = settings.concurrency !== undefined || (settings.phases === undefined && defaults.concurrency !== undefined);
+  if (settings.iterations !== undefined && !fixed) {
+    throw new LoadSetupError(`--iterations counts the runs of each user at a fixed concurrency, and ${name} runs by arrivals (each user runs it once): add --concurrency <n>, or leave out --iterations`);
+  }
   const shape = fixed
     ? { concurrency: settings.concurrency ?? defaults.concurrency!, duration: settings.duration ?? defaults.duration ?? 60, iterations: settings.iterations }
     : { phases: settings.phases ?? fitted(defaults.phases ?? [{ duration: 60, arrivalRate: 4 }], settings.duration) };
@@ -120,15 +132,19 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
   const { name } = plan.scenario;
   const timeoutMs = settings.timeoutMs ?? 30000;
 
+  const urls = [settings.url].flat();
   let spawned: SpawnedServer | undefined;
   let sampler: ProcessSampler | undefined;
   try {
     if (settings.spawnServer) {
+      // Another server there would take the load while the one started is sampled (and fails on the busy port).
+      for (const url of urls) {
+        if ((await noAnswer(url)) === undefined) throw new LoadSetupError(`${url} already answers before the --spawn command starts: stop the server there, or load it with --server-pid instead of --spawn`);
+      }
       spawned = await SpawnedServer.start(settings.spawnServer).catch((error: Error) => {
         throw new LoadSetupError(`cannot start the --spawn command: ${error.message}`);
       });
     }
-    const urls = [settings.url].flat();
     for (const url of urls) {
       const problem = await reachable(url, spawned ? 30000 : 3000, spawned);
       if (problem) throw new LoadSetupError(`cannot reach ${url}: ${problem}`);
@@ -172,8 +188,9 @@ export async function runScenario(settings: LoadSettings): Promise<LoadReport> {
             options,
             onProgress: settings.onProgress,
             progressExtra,
+            signal: settings.signal,
           })
-        : await runLoad({ ...options, scenario: module.default, onProgress: settings.onProgress, progressExtra });
+        : await runLoad({ ...options, scenario: module.default, onProgress: settings.onProgress, progressExtra, signal: settings.signal });
     let server: ServerFigures | undefined;
     if (sampler && pid !== undefined) {
       const { cpuSeconds, peakRssMb, processes } = sampler.stop();

@@ -38,6 +38,8 @@ export interface RunOptions {
   share?: { index: number; of: number; startAt: number };
   /** Extra figures for the progress line (e.g. the server's CPU). */
   progressExtra?(): string;
+  /** Stops the run early (Ctrl-C): users still running are stopped, and what was measured is the result. */
+  signal?: AbortSignal;
 }
 
 export interface Progress {
@@ -60,6 +62,8 @@ export interface RunResult {
   timeline: TimelinePoint[];
   /** With `share`: what was measured, for merging. */
   raw?: EncodedMeasurements;
+  /** Stopped early by `signal`: the figures cover only part of the run. */
+  interrupted?: true;
 }
 
 class StoppedError extends Error {}
@@ -212,24 +216,34 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
   }, 1000);
 
   const running: Array<Promise<void>> = [];
-  const deadline = setTimeout(() => {
-    // Bounded in time: whoever is still running is stopped.
+  const stopAll = () => {
     stopping = true;
     for (const stop of stopTimers) stop();
     for (const client of clients) void client.close();
-  }, hardDeadline - performance.now());
+  };
+  // Bounded in time: whoever is still running is stopped.
+  const deadline = setTimeout(stopAll, hardDeadline - performance.now());
+  const interrupt = () => {
+    interrupted = true;
+    stopAll();
+  };
+  let interrupted = false;
+  if (options.signal?.aborted) interrupt();
+  options.signal?.addEventListener('abort', interrupt, { once: true });
   try {
     if (fixed) {
       // Start the fixed crowd over one second rather than all in one instant.
       for (const vu of mine) {
+        if (stopping) break;
         running.push(runUser(vu));
         await new Promise((r) => setTimeout(r, 1000 / planned));
       }
     } else {
       for (const vu of mine) {
-        if (stopping) break;
         const wait = t0 + arrivals[vu]! - performance.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        // A stop ends the wait for the next arrival too.
+        if (wait > 0) await sleep(wait).catch(() => undefined);
+        if (stopping) break;
         running.push(runUser(vu));
       }
     }
@@ -239,6 +253,7 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
   } finally {
     clearTimeout(deadline);
     clearInterval(progress);
+    options.signal?.removeEventListener('abort', interrupt);
   }
   const cpu = process.cpuUsage(cpu0);
   const result: RunResult = {
@@ -251,6 +266,7 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
     generatorCpuSeconds: (cpu.user + cpu.system) / 1e6,
     timeline: measurements.timeline(),
     ...(share ? { raw: measurements.encode() } : {}),
+    ...(interrupted ? { interrupted } : {}),
   };
   options.onProgress?.(`${result.seconds.toFixed(0).padStart(4)}s  done: ${users.completed} completed, ${users.failed} failed, ${users.aborted} stopped`, progressOf(result.seconds, true));
   return result;

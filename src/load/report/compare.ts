@@ -26,6 +26,8 @@ export interface Change {
   changePercent: number;
   /** Percent; positive is worse. */
   worsePercent: number;
+  /** A percentile with fewer than FEW_TIMINGS timings beyond it in either run: its change is noise, never marked. */
+  fewTimings?: boolean;
 }
 
 export interface Comparison {
@@ -37,6 +39,21 @@ export interface Comparison {
 }
 
 const LENGTH_BOUND = ['operations/s', 'subscriptions/min', 'server peak RSS MB'];
+
+/**
+ * Timings a percentile must have beyond it, in both runs, for its change to be
+ * marked: the p99 of 10 calls is the slowest one, and two runs of the same load
+ * differ by half or double there.
+ */
+const FEW_TIMINGS = 10;
+
+interface Figure {
+  figure: string;
+  value: number;
+  higherIsBetter: boolean;
+  /** For a percentile: how many timings lie beyond it. */
+  beyond?: number;
+}
 
 function differ(out: Difference[], what: string, baseline: string, current: string, blocks = true): void {
   if (baseline !== current) out.push({ what, baseline, current, blocks });
@@ -70,10 +87,10 @@ export function differenceText(d: Difference): string {
   return `${d.what}: ${d.baseline} in the baseline, ${d.current} in this run`;
 }
 
-function figures(report: LoadReport): Array<{ figure: string; value: number; higherIsBetter: boolean }> {
-  const out: Array<{ figure: string; value: number; higherIsBetter: boolean }> = [];
+function figures(report: LoadReport): Figure[] {
+  const out: Figure[] = [];
   for (const [name, s] of Object.entries(report.measures)) {
-    for (const p of ['p50', 'p95', 'p99'] as const) out.push({ figure: `${name} ${p} ms`, value: s[p], higherIsBetter: false });
+    for (const [p, share] of [['p50', 0.5], ['p95', 0.05], ['p99', 0.01]] as const) out.push({ figure: `${name} ${p} ms`, value: s[p], higherIsBetter: false, beyond: s.count * share });
   }
   out.push({ figure: 'operations/s', value: report.rates.operationsPerSecond, higherIsBetter: true });
   if (report.rates.subscriptionsPerMinute !== undefined) out.push({ figure: 'subscriptions/min', value: report.rates.subscriptionsPerMinute, higherIsBetter: true });
@@ -102,9 +119,17 @@ export function compareReports(current: LoadReport, baseline: LoadReport): Compa
       continue;
     }
     const changePercent = then.value === 0 ? (now.value === 0 ? 0 : Infinity) : ((now.value - then.value) / Math.abs(then.value)) * 100;
-    changes.push({ figure: now.figure, baseline: then.value, current: now.value, changePercent, worsePercent: now.higherIsBetter ? -changePercent : changePercent });
+    const fewTimings = Math.min(now.beyond ?? Infinity, then.beyond ?? Infinity) < FEW_TIMINGS;
+    changes.push({ figure: now.figure, baseline: then.value, current: now.value, changePercent, worsePercent: now.higherIsBetter ? -changePercent : changePercent, ...(fewTimings ? { fewTimings } : {}) });
   }
   return { differences, changes, leftOut };
+}
+
+/** How a change reads against the threshold: marked worse or better, noise of too few timings, or within it. */
+export function verdict(c: Change, thresholdPercent: number): 'WORSE' | 'better' | 'few timings' | '' {
+  if (Math.abs(c.worsePercent) <= thresholdPercent) return '';
+  if (c.fewTimings) return 'few timings';
+  return c.worsePercent > 0 ? 'WORSE' : 'better';
 }
 
 export function compareText({ differences, changes, leftOut }: Comparison, thresholdPercent: number): string {
@@ -112,11 +137,10 @@ export function compareText({ differences, changes, leftOut }: Comparison, thres
   if (differences.some((d) => d.blocks)) return [...lines, 'not compared: the runs put different loads on the server'].join('\n');
   if (leftOut.length) lines.push(`left out: ${leftOut.join(', ')} (they depend on a run's length)`);
   const rows = changes.map((c) => {
-    const verdict = c.worsePercent > thresholdPercent ? 'WORSE' : c.worsePercent < -thresholdPercent ? 'better' : '';
     const change = c.changePercent === Infinity ? 'from 0' : `${c.changePercent > 0 ? '+' : ''}${c.changePercent.toFixed(1)} %`;
-    return [c.figure, c.baseline.toFixed(2), c.current.toFixed(2), change, verdict];
+    return [c.figure, c.baseline.toFixed(2), c.current.toFixed(2), change, verdict(c, thresholdPercent)];
   });
-  lines.push(`compared with the baseline (a change worse or better than ${thresholdPercent} % is marked):`);
+  lines.push(`compared with the baseline (a change worse or better than ${thresholdPercent} % is marked, unless a percentile has fewer than ${FEW_TIMINGS} timings beyond it):`);
   lines.push(textTable([['figure', 'baseline', 'this run', 'change', ''], ...rows]));
   return lines.join('\n');
 }
