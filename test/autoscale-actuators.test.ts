@@ -5,7 +5,7 @@
  * server on loopback; then what each does beyond the suite.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -67,6 +67,24 @@ describe('command actuator', () => {
       assert.equal(await failing.current([entry('a', 1)]), 1, 'a failed command changed the count');
       assert.throws(() => new CommandActuator({ template: 'scale it', log }), /must contain \{n\}/);
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stops a command that runs too long, and what it started, saying so', async () => {
+    const { dir, file } = setup();
+    let pid = 0;
+    // Killed and not yet reaped (a zombie, state Z) counts as stopped.
+    const running = () => existsSync(`/proc/${pid}/stat`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    try {
+      const hanging = new CommandActuator({ template: `sleep 20 & echo $! > '${file}'; wait # {n}`, timeoutMs: 300, log });
+      await assert.rejects(hanging.scaleTo(3, []), /the scale command did not finish within 0.3 s and was stopped/);
+      assert.equal(await hanging.current([entry('a', 1)]), 1, 'a stopped command changed the count');
+      pid = Number(readFileSync(file, 'utf8'));
+      for (let i = 0; i < 40 && running(); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(running(), false, 'what the command started still runs');
+    } finally {
+      if (pid && running()) process.kill(pid, 'SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -42,20 +42,32 @@ export class CommandActuator implements Actuator {
     const command = this.options.template.replaceAll('{n}', String(n));
     this.options.log.info('running the scale command', { command });
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(command, { shell: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PERSEID_SCALE_TO: String(n) } });
+      // In a process group of its own, so a timeout stops what the shell started too, not the shell alone.
+      const child = spawn(command, { shell: true, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PERSEID_SCALE_TO: String(n) } });
       let output = '';
       const keep = (chunk: Buffer) => void (output = (output + chunk.toString()).slice(-2000));
       child.stdout.on('data', keep);
       child.stderr.on('data', keep);
-      const timer = setTimeout(() => child.kill('SIGKILL'), this.options.timeoutMs ?? 120_000);
+      const timeoutMs = this.options.timeoutMs ?? 120_000;
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          // The group is gone already.
+        }
+      }, timeoutMs);
       child.on('error', (error) => {
         clearTimeout(timer);
         reject(new Error(`the scale command could not start: ${error.message}`));
       });
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
-        if (code === 0) resolve();
-        else reject(new Error(`the scale command ${signal ? `was killed (${signal})` : `exited with ${code}`}: ${output.trim().split('\n').slice(-3).join(' | ') || 'no output'}`));
+        const said = output.trim().split('\n').slice(-3).join(' | ') || 'no output';
+        if (timedOut) reject(new Error(`the scale command did not finish within ${timeoutMs / 1000} s and was stopped: ${said}`));
+        else if (code === 0) resolve();
+        else reject(new Error(`the scale command ${signal ? `was killed (${signal})` : `exited with ${code}`}: ${said}`));
       });
     });
     this.count = n;
