@@ -118,6 +118,23 @@ describe('local actuator', { skip: needsServices({ 'mongo-java-server': mongo })
     };
   });
 
+  it('a server that dies starting counts no more: not running, not settling', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-bad-app-'));
+    const app = join(dir, 'app.js');
+    writeFileSync(app, "throw new Error('no config');\n");
+    const database = freshDatabase(mongo!);
+    const actuator = new LocalActuator({ app, args: ['--log-level', 'warn'], env: { MONGO_URL: database.url, REDIS_URL: '' }, log });
+    try {
+      await assert.rejects(actuator.scaleTo(1, []), /a local server exited with 1 while starting: .*no config/);
+      assert.equal(await actuator.current([]), 0, 'the dead server is still counted');
+      assert.equal(await actuator.settling([]), undefined, 'the dead server is still starting');
+    } finally {
+      await actuator.close();
+      await database.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('runs real servers, and a drained one is gone', async () => {
     const database = freshDatabase(mongo!);
     const actuator = new LocalActuator({ app: 'dist/test/fixtures/cluster-app.js', args: ['--drain-ms', '100', '--log-level', 'warn'], env: { MONGO_URL: database.url, REDIS_URL: '' }, log });
