@@ -209,4 +209,30 @@ describe('kubernetes actuator (official client, fake API server)', () => {
       await close();
     }
   });
+
+  it('says in one line what Kubernetes refused and what to do, gives up on an API server that does not answer, and names a missing configuration', async () => {
+    const { api, actuator, close } = await backend();
+    try {
+      api.forbidden.add('PATCH /apis/apps/v1/namespaces/perseid-test/deployments/web/scale');
+      const refused = await actuator.scaleTo(3, []).then(() => undefined, (error: Error) => error.message);
+      assert.match(refused ?? '', /^Kubernetes refused to scale deployment perseid-test\/web to 3 \(HTTP 403: deployments.apps is forbidden: User .* cannot patch .*\): give the autoscaler's service account the rights/);
+      assert.doesNotMatch(refused!, /\n/);
+      api.stalled = true;
+      const slow = new KubernetesActuator({ deployment: 'web', requestTimeoutMs: 300, log });
+      const started = Date.now();
+      await assert.rejects(slow.current([]), /^Error: Kubernetes did not answer within 0.3 s \(read the scale of deployment perseid-test\/web\)$/);
+      assert.ok(Date.now() - started < 5000, 'it waited far longer than its timeout');
+    } finally {
+      await close();
+    }
+    const home = process.env.HOME;
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-no-kube-'));
+    process.env.HOME = dir;
+    try {
+      await assert.rejects(new KubernetesActuator({ deployment: 'web', log }).current([]), /^Error: no Kubernetes configuration found: run the autoscaler in a pod .*, or set KUBECONFIG/);
+    } finally {
+      process.env.HOME = home;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
