@@ -18,6 +18,7 @@ import { serviceUrl } from '../scripts/services/control.js';
 import { freshDatabase } from './databases.js';
 import { needsServices } from './skips.js';
 import { FakeKubernetes } from './fake-kubernetes.js';
+import { eventually, exited, spawnPerseid } from './processes.js';
 import { actuatorSuite, entry } from './suites/actuator.js';
 
 setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
@@ -91,6 +92,39 @@ describe('command actuator', () => {
 });
 
 const mongo = await serviceUrl('mongo-java-server');
+
+describe('perseid autoscale --scale-command', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  it('stops at SIGTERM without waiting for a scale command under way, and stops the command', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-scale-'));
+    const file = join(dir, 'pid');
+    const database = freshDatabase(mongo!);
+    // No server in the registry and --min 1: the first round runs the command, which hangs.
+    const autoscale = spawnPerseid(['autoscale', '--scale-command', `sleep 20 & echo $! > '${file}'; wait # {n}`, '--discovery', 'mongo', '--interval-s', '0.2'], {
+      MONGO_URL: database.url,
+      REDIS_URL: '',
+      PERSEID_LOG_LEVEL: 'info',
+    });
+    let pid = 0;
+    const running = () => existsSync(`/proc/${pid}/stat`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    try {
+      await eventually(() => existsSync(file) && readFileSync(file, 'utf8').trim() !== '', `the scale command to run:\n${autoscale.output()}`, 10000);
+      pid = Number(readFileSync(file, 'utf8'));
+      const started = Date.now();
+      autoscale.child.kill('SIGTERM');
+      const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+      const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+      assert.ok(Date.now() - started < 5000, `it waited ${Date.now() - started} ms for the command:\n${autoscale.output()}`);
+      assert.equal(code, 0, autoscale.output());
+      for (let i = 0; i < 40 && running(); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(running(), false, 'the scale command still runs');
+    } finally {
+      if (autoscale.child.exitCode === null) autoscale.child.kill('SIGKILL');
+      if (pid && running()) process.kill(pid, 'SIGKILL');
+      await database.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 // Local servers form a cluster on MongoDB.
 describe('local actuator', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
   actuatorSuite(async () => {
