@@ -5,7 +5,7 @@
  * server on loopback; then what each does beyond the suite.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -18,6 +18,7 @@ import { serviceUrl } from '../scripts/services/control.js';
 import { freshDatabase } from './databases.js';
 import { needsServices } from './skips.js';
 import { FakeKubernetes } from './fake-kubernetes.js';
+import { eventually, exited, spawnPerseid } from './processes.js';
 import { actuatorSuite, entry } from './suites/actuator.js';
 
 setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
@@ -70,9 +71,60 @@ describe('command actuator', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('stops a command that runs too long, and what it started, saying so', async () => {
+    const { dir, file } = setup();
+    let pid = 0;
+    // Killed and not yet reaped (a zombie, state Z) counts as stopped.
+    const running = () => existsSync(`/proc/${pid}/stat`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    try {
+      const hanging = new CommandActuator({ template: `sleep 20 & echo $! > '${file}'; wait # {n}`, timeoutMs: 300, log });
+      await assert.rejects(hanging.scaleTo(3, []), /the scale command did not finish within 0.3 s and was stopped/);
+      assert.equal(await hanging.current([entry('a', 1)]), 1, 'a stopped command changed the count');
+      pid = Number(readFileSync(file, 'utf8'));
+      for (let i = 0; i < 40 && running(); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(running(), false, 'what the command started still runs');
+    } finally {
+      if (pid && running()) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 const mongo = await serviceUrl('mongo-java-server');
+
+describe('perseid autoscale --scale-command', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  it('stops at SIGTERM without waiting for a scale command under way, and stops the command', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-scale-'));
+    const file = join(dir, 'pid');
+    const database = freshDatabase(mongo!);
+    // No server in the registry and --min 1: the first round runs the command, which hangs.
+    const autoscale = spawnPerseid(['autoscale', '--scale-command', `sleep 20 & echo $! > '${file}'; wait # {n}`, '--discovery', 'mongo', '--interval-s', '0.2'], {
+      MONGO_URL: database.url,
+      REDIS_URL: '',
+      PERSEID_LOG_LEVEL: 'info',
+    });
+    let pid = 0;
+    const running = () => existsSync(`/proc/${pid}/stat`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    try {
+      await eventually(() => existsSync(file) && readFileSync(file, 'utf8').trim() !== '', `the scale command to run:\n${autoscale.output()}`, 10000);
+      pid = Number(readFileSync(file, 'utf8'));
+      const started = Date.now();
+      autoscale.child.kill('SIGTERM');
+      const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+      const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+      assert.ok(Date.now() - started < 5000, `it waited ${Date.now() - started} ms for the command:\n${autoscale.output()}`);
+      assert.equal(code, 0, autoscale.output());
+      for (let i = 0; i < 40 && running(); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(running(), false, 'the scale command still runs');
+    } finally {
+      if (autoscale.child.exitCode === null) autoscale.child.kill('SIGKILL');
+      if (pid && running()) process.kill(pid, 'SIGKILL');
+      await database.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 // Local servers form a cluster on MongoDB.
 describe('local actuator', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
   actuatorSuite(async () => {
@@ -98,6 +150,23 @@ describe('local actuator', { skip: needsServices({ 'mongo-java-server': mongo })
         await database.drop();
       },
     };
+  });
+
+  it('a server that dies starting counts no more: not running, not settling', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-bad-app-'));
+    const app = join(dir, 'app.js');
+    writeFileSync(app, "throw new Error('no config');\n");
+    const database = freshDatabase(mongo!);
+    const actuator = new LocalActuator({ app, args: ['--log-level', 'warn'], env: { MONGO_URL: database.url, REDIS_URL: '' }, log });
+    try {
+      await assert.rejects(actuator.scaleTo(1, []), /a local server exited with 1 while starting: .*no config/);
+      assert.equal(await actuator.current([]), 0, 'the dead server is still counted');
+      assert.equal(await actuator.settling([]), undefined, 'the dead server is still starting');
+    } finally {
+      await actuator.close();
+      await database.drop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('runs real servers, and a drained one is gone', async () => {
@@ -172,6 +241,32 @@ describe('kubernetes actuator (official client, fake API server)', () => {
       await assert.rejects(missing.current([]), /404|not found/i);
     } finally {
       await close();
+    }
+  });
+
+  it('says in one line what Kubernetes refused and what to do, gives up on an API server that does not answer, and names a missing configuration', async () => {
+    const { api, actuator, close } = await backend();
+    try {
+      api.forbidden.add('PATCH /apis/apps/v1/namespaces/perseid-test/deployments/web/scale');
+      const refused = await actuator.scaleTo(3, []).then(() => undefined, (error: Error) => error.message);
+      assert.match(refused ?? '', /^Kubernetes refused to scale deployment perseid-test\/web to 3 \(HTTP 403: deployments.apps is forbidden: User .* cannot patch .*\): give the autoscaler's service account the rights/);
+      assert.doesNotMatch(refused!, /\n/);
+      api.stalled = true;
+      const slow = new KubernetesActuator({ deployment: 'web', requestTimeoutMs: 300, log });
+      const started = Date.now();
+      await assert.rejects(slow.current([]), /^Error: Kubernetes did not answer within 0.3 s \(read the scale of deployment perseid-test\/web\)$/);
+      assert.ok(Date.now() - started < 5000, 'it waited far longer than its timeout');
+    } finally {
+      await close();
+    }
+    const home = process.env.HOME;
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-no-kube-'));
+    process.env.HOME = dir;
+    try {
+      await assert.rejects(new KubernetesActuator({ deployment: 'web', log }).current([]), /^Error: no Kubernetes configuration found: run the autoscaler in a pod .*, or set KUBECONFIG/);
+    } finally {
+      process.env.HOME = home;
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

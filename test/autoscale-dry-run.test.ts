@@ -186,6 +186,16 @@ describe('perseid autoscale with its registry down at start', () => {
     }
   });
 
+  it('a window of rounds shorter than the hold time: one line saying so, before connecting', async () => {
+    const autoscale = spawnPerseid(['autoscale', '--dry-run', '--window-s', '30', '--hold-s', '60'], { MONGO_URL: 'mongodb://127.0.0.1:1/x', REDIS_URL: '' });
+    // Bounded: an autoscaler that accepts the options keeps running against the unreachable registry.
+    const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+    const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+    assert.equal(autoscale.child.signalCode, null, `it did not refuse the options:\n${autoscale.output()}`);
+    assert.notEqual(code, 0);
+    assert.match(autoscale.output(), /^perseid autoscale: --window-s \(30\) must be at least --hold-s \(60\): [^\n]*\n\nRun `perseid autoscale --help` for usage.\n$/);
+  });
+
   it('a metrics port in use: one line naming --metrics-port, exit 1', async () => {
     const holder = net.createServer();
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));

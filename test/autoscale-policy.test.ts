@@ -1,7 +1,7 @@
 /** The autoscaler's policy, a pure function: a table of figures and the decision each must give, and the configurations it refuses. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { configProblem, decide, METRICS, type Metric, type PolicyConfig, type PolicyInput, type Sample } from '../src/autoscale/policy.js';
+import { configProblem, decide, METRICS, windowProblem, type Metric, type PolicyConfig, type PolicyInput, type Sample } from '../src/autoscale/policy.js';
 
 const config: PolicyConfig = {
   min: 1,
@@ -76,5 +76,13 @@ describe('autoscale policy', () => {
     assert.match(configProblem({ ...config, rules: [] })!, /at least one rule/);
     assert.match(configProblem({ ...config, rules: [{ metric: 'sessions', above: 10, below: 10 }] })!, /lower threshold \(10\) must be below/);
     assert.match(configProblem({ ...config, rules: [{ metric: 'disk' as Metric, above: 10, below: 1 }] })!, /unknown metric disk/);
+  });
+
+  it('refuses a window of rounds too short for the hold time or the samples, which would hold for ever', () => {
+    const policy = { ...config, holdMs: 60_000, minSamples: 5 };
+    assert.equal(windowProblem(policy, 10_000, 300_000), undefined);
+    assert.equal(windowProblem(policy, 10_000, 60_000), undefined);
+    assert.match(windowProblem(policy, 10_000, 30_000)!, /--window-s \(30\) must be at least --hold-s \(60\)/);
+    assert.match(windowProblem({ ...policy, minSamples: 8 }, 10_000, 60_000)!, /--min-samples \(8\) is more rounds than --window-s \(60\) keeps at --interval-s 10 \(7\)/);
   });
 });

@@ -91,6 +91,23 @@ describe('deploy/Dockerfile', () => {
   });
 });
 
+describe('the image the Kubernetes autoscaler runs', () => {
+  it('installs the Kubernetes client, which the build stage\'s prune of dev dependencies removes', () => {
+    const container = (name: string) => (find('Deployment', name).spec as { template: { spec: { containers: Array<{ image: string; command?: string[] }> } } }).template.spec.containers[0]!;
+    const autoscaler = container('perseid-autoscale');
+    assert.ok(autoscaler.command?.includes('--kubernetes'), 'the autoscaler no longer runs the Kubernetes actuator: this check is moot');
+    assert.equal(autoscaler.image, container('perseid-web').image, 'the autoscaler no longer runs the app\'s image');
+    const lock = JSON.parse(readFileSync('package-lock.json', 'utf8')) as { packages: Record<string, { dev?: boolean }> };
+    assert.equal(lock.packages['node_modules/@kubernetes/client-node']?.dev, true, 'the client is no longer a dev dependency only: this check is moot');
+    const dockerfile = readFileSync('deploy/Dockerfile', 'utf8');
+    const build = dockerfile.slice(0, dockerfile.lastIndexOf('\nFROM '));
+    const pruned = build.search(/npm prune --omit=dev/);
+    assert.ok(pruned >= 0, 'the build stage no longer prunes dev dependencies');
+    const range = (JSON.parse(readFileSync('package.json', 'utf8')) as { peerDependencies: Record<string, string> }).peerDependencies['@kubernetes/client-node']!;
+    assert.ok(build.slice(pruned).includes(`npm install --no-save --omit=dev --ignore-scripts '@kubernetes/client-node@${range}'`), `the image has no @kubernetes/client-node (${range}) after the prune`);
+  });
+});
+
 describe('deploy/compose.yaml', () => {
   const text = readFileSync('deploy/compose.yaml', 'utf8');
   const compose = parse(text) as { services: Record<string, { deploy?: { replicas?: number }; environment?: Record<string, string>; volumes?: string[]; profiles?: string[] }> };

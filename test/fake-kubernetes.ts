@@ -30,6 +30,10 @@ export class FakeKubernetes {
   readonly requests: RecordedRequest[] = [];
   readonly deployments = new Map<string, FakeDeployment>();
   readonly pods = new Map<string, { annotations: Record<string, string> }>();
+  /** Requests refused as RBAC refuses them (403), as `METHOD path`. */
+  readonly forbidden = new Set<string>();
+  /** When set, requests get no answer at all (an API server that hangs). */
+  stalled = false;
   private server = createServer((req, res) => void this.handle(req, res));
   url = '';
 
@@ -61,6 +65,7 @@ export class FakeKubernetes {
   }
 
   close(): Promise<void> {
+    this.server.closeAllConnections();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 
@@ -77,7 +82,11 @@ export class FakeKubernetes {
       res.end(JSON.stringify(body));
     };
     const failure = (code: number, reason: string, message: string) => send(code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
+    if (this.stalled) return;
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return failure(401, 'Unauthorized', 'Unauthorized');
+    if (this.forbidden.has(`${req.method} ${path}`)) {
+      return failure(403, 'Forbidden', `deployments.apps is forbidden: User "system:serviceaccount:perseid-test:autoscaler" cannot ${req.method!.toLowerCase()} ${path}`);
+    }
     const patching = req.method === 'PATCH';
     if (patching && recorded.contentType !== 'application/merge-patch+json') {
       return failure(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json (got ${recorded.contentType})`);

@@ -7,7 +7,7 @@
  * to stop; each drains on the SIGTERM it gets (give it a stop grace period
  * longer than PERSEID_DRAIN_MS), so clients reconnect elsewhere.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { ServerEntry } from '../cluster/discovery-store.js';
 import type { Logger } from '../log.js';
 import { checkScaleTarget, type Actuator } from './actuator.js';
@@ -20,10 +20,21 @@ export interface CommandActuatorOptions {
   log: Logger;
 }
 
+/** Signals the command and what it started (its process group: it was spawned detached, so a terminal's Ctrl-C does not reach it). */
+function stopGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {
+    // The group is gone already.
+  }
+}
+
 export class CommandActuator implements Actuator {
   readonly name = 'command';
   readonly acts = true;
   private count: number | undefined;
+  /** The command running now, if one is. */
+  private child: ChildProcess | undefined;
 
   constructor(private readonly options: CommandActuatorOptions) {
     if (!options.template.includes('{n}')) throw new Error('the scale command must contain {n}, where the count goes');
@@ -42,23 +53,38 @@ export class CommandActuator implements Actuator {
     const command = this.options.template.replaceAll('{n}', String(n));
     this.options.log.info('running the scale command', { command });
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(command, { shell: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PERSEID_SCALE_TO: String(n) } });
+      // In a process group of its own, so a timeout stops what the shell started too, not the shell alone.
+      const child = spawn(command, { shell: true, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PERSEID_SCALE_TO: String(n) } });
+      this.child = child;
       let output = '';
       const keep = (chunk: Buffer) => void (output = (output + chunk.toString()).slice(-2000));
       child.stdout.on('data', keep);
       child.stderr.on('data', keep);
-      const timer = setTimeout(() => child.kill('SIGKILL'), this.options.timeoutMs ?? 120_000);
+      const timeoutMs = this.options.timeoutMs ?? 120_000;
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        stopGroup(child, 'SIGKILL');
+      }, timeoutMs);
       child.on('error', (error) => {
         clearTimeout(timer);
+        this.child = undefined;
         reject(new Error(`the scale command could not start: ${error.message}`));
       });
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
-        if (code === 0) resolve();
-        else reject(new Error(`the scale command ${signal ? `was killed (${signal})` : `exited with ${code}`}: ${output.trim().split('\n').slice(-3).join(' | ') || 'no output'}`));
+        this.child = undefined;
+        const said = output.trim().split('\n').slice(-3).join(' | ') || 'no output';
+        if (timedOut) reject(new Error(`the scale command did not finish within ${timeoutMs / 1000} s and was stopped: ${said}`));
+        else if (code === 0) resolve();
+        else reject(new Error(`the scale command ${signal ? `was killed (${signal})` : `exited with ${code}`}: ${said}`));
       });
     });
     this.count = n;
+  }
+
+  abort(): void {
+    if (this.child) stopGroup(this.child, 'SIGTERM');
   }
 
   async close(): Promise<void> {}

@@ -26,10 +26,38 @@ export interface KubernetesActuatorOptions {
   deployment: string;
   /** Default: the namespace of the kubeconfig's current context, else `default`. */
   namespace?: string;
+  /** Longest one API request may take (default 10000 ms): a platform that does not answer fails the round rather than holding it for ever. */
+  requestTimeoutMs?: number;
   log: Logger;
 }
 
 export const DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
+
+/**
+ * The client's errors in one line: its own carry the status, "Unknown API Status Code!" and the raw body and
+ * headers over four lines; the API server's Status message (what RBAC refused, what is missing) is what helps.
+ */
+function oneLine(what: string, error: unknown, timeoutMs: number): Error {
+  const { code, body, name, message } = error as { code?: unknown; body?: unknown; name?: string; message?: string };
+  if (name === 'TimeoutError' || name === 'AbortError') return new Error(`Kubernetes did not answer within ${timeoutMs / 1000} s (${what})`);
+  if (typeof code !== 'number') return new Error(`Kubernetes: ${what}: ${String(message).split('\n')[0]}`);
+  let said = '';
+  try {
+    said = (JSON.parse(String(body)) as { message?: string }).message ?? '';
+  } catch {
+    // Not a Status object: the status code alone says enough.
+  }
+  const hint = code === 401 || code === 403 ? ': give the autoscaler\'s service account the rights in deploy/kubernetes/autoscaler.yaml (or check KUBECONFIG\'s user)' : '';
+  return new Error(`Kubernetes refused to ${what} (HTTP ${code}${said ? `: ${said}` : ''})${hint}`);
+}
+
+async function call<T>(what: string, timeoutMs: number, request: () => Promise<T>): Promise<T> {
+  try {
+    return await request();
+  } catch (error) {
+    throw oneLine(what, error, timeoutMs);
+  }
+}
 
 async function loadClient(): Promise<Client> {
   try {
@@ -42,19 +70,25 @@ async function loadClient(): Promise<Client> {
 export class KubernetesActuator implements Actuator {
   readonly name = 'kubernetes';
   readonly acts = true;
-  private api: Promise<{ k8s: Client; apps: InstanceType<Client['AppsV1Api']>; core: InstanceType<Client['CoreV1Api']>; namespace: string }> | undefined;
+  private api:
+    | Promise<{ k8s: Client; apps: InstanceType<Client['AppsV1Api']>; core: InstanceType<Client['CoreV1Api']>; namespace: string; timeout: K8s.ConfigurationOptions }>
+    | undefined;
 
-  constructor(private readonly options: KubernetesActuatorOptions) {}
+  private readonly timeoutMs: number;
+
+  constructor(private readonly options: KubernetesActuatorOptions) {
+    this.timeoutMs = options.requestTimeoutMs ?? 10_000;
+  }
 
   async current(_servers?: readonly ServerEntry[]): Promise<number> {
-    const { apps, namespace } = await this.connect();
-    const scale = await apps.readNamespacedDeploymentScale({ name: this.options.deployment, namespace });
+    const { apps, namespace, timeout } = await this.connect();
+    const scale = await call(`read the scale of deployment ${namespace}/${this.options.deployment}`, this.timeoutMs, () => apps.readNamespacedDeploymentScale({ name: this.options.deployment, namespace }, timeout));
     return scale.spec?.replicas ?? 0;
   }
 
   async settling(_servers?: readonly ServerEntry[]): Promise<string | undefined> {
-    const { apps, namespace } = await this.connect();
-    const deployment = await apps.readNamespacedDeployment({ name: this.options.deployment, namespace });
+    const { apps, namespace, timeout } = await this.connect();
+    const deployment = await call(`read deployment ${namespace}/${this.options.deployment}`, this.timeoutMs, () => apps.readNamespacedDeployment({ name: this.options.deployment, namespace }, timeout));
     const wanted = deployment.spec?.replicas ?? 0;
     const status = deployment.status ?? {};
     const ready = status.readyReplicas ?? 0;
@@ -65,21 +99,25 @@ export class KubernetesActuator implements Actuator {
 
   async scaleTo(n: number, servers: readonly ServerEntry[]): Promise<void> {
     checkScaleTarget(n);
-    const { k8s, apps, core, namespace } = await this.connect();
+    const { k8s, apps, core, namespace, timeout } = await this.connect();
     const from = await this.current();
-    const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+    const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch, timeout);
     if (n < from) {
       // The pods to remove first: the least loaded. A pod that cannot be marked is left to the ReplicaSet's own choice.
       const leaving = leastLoaded(servers, from - n, (s) => typeof s.host === 'string' && s.host !== '');
       for (const [i, server] of leaving.entries()) {
         try {
-          await core.patchNamespacedPod({ name: server.host!, namespace, body: { metadata: { annotations: { [DELETION_COST]: String(-1000 + i) } } } }, merge);
+          await call(`mark pod ${namespace}/${server.host} for removal`, this.timeoutMs, () =>
+            core.patchNamespacedPod({ name: server.host!, namespace, body: { metadata: { annotations: { [DELETION_COST]: String(-1000 + i) } } } }, merge),
+          );
         } catch (error) {
           this.options.log.warn('could not mark a pod for removal', { pod: server.host, error: (error as Error).message });
         }
       }
     }
-    await apps.patchNamespacedDeploymentScale({ name: this.options.deployment, namespace, body: { spec: { replicas: n } } }, merge);
+    await call(`scale deployment ${namespace}/${this.options.deployment} to ${n}`, this.timeoutMs, () =>
+      apps.patchNamespacedDeploymentScale({ name: this.options.deployment, namespace, body: { spec: { replicas: n } } }, merge),
+    );
     this.options.log.info('scaled the deployment', { deployment: this.options.deployment, namespace, from, to: n });
   }
 
@@ -89,8 +127,25 @@ export class KubernetesActuator implements Actuator {
     return (this.api ??= loadClient().then((k8s) => {
       const config = new k8s.KubeConfig();
       config.loadFromDefault();
+      // The client's last resort when it finds no configuration: a local API server it then refuses to speak HTTP to.
+      const cluster = config.getCurrentCluster();
+      if (cluster?.name === 'cluster' && cluster.server === 'http://localhost:8080' && config.getCurrentUser()?.name === 'user') {
+        throw new Error('no Kubernetes configuration found: run the autoscaler in a pod (with its service account), or set KUBECONFIG (or write ~/.kube/config)');
+      }
       const namespace = this.options.namespace ?? config.getContextObject(config.getCurrentContext())?.namespace ?? 'default';
-      return { k8s, apps: config.makeApiClient(k8s.AppsV1Api), core: config.makeApiClient(k8s.CoreV1Api), namespace };
+      const timeout: K8s.ConfigurationOptions = {
+        middleware: [
+          {
+            pre: (request) => {
+              request.setSignal(AbortSignal.timeout(this.timeoutMs));
+              return new k8s.Observable(Promise.resolve(request));
+            },
+            post: (response) => new k8s.Observable(Promise.resolve(response)),
+          },
+        ],
+        middlewareMergeStrategy: 'append',
+      };
+      return { k8s, apps: config.makeApiClient(k8s.AppsV1Api), core: config.makeApiClient(k8s.CoreV1Api), namespace, timeout };
     }));
   }
 }

@@ -123,6 +123,15 @@ export class LocalActuator implements Actuator {
     };
     child.stdout!.on('data', forward);
     child.stderr!.on('data', forward);
+    let started = false;
+    // Gone from the count as soon as it exits, started or not: a server that died starting is not one still starting.
+    child.once('exit', (code, signal) => {
+      const i = this.locals.indexOf(local);
+      if (i >= 0) this.locals.splice(i, 1);
+      if (!started) return;
+      if (!local.stopping) log.warn('a local server exited', { code, signal });
+      else log.info('a local server drained and exited', { url });
+    });
     // Started once it answers /health (whatever its log level lets it print).
     const timeoutMs = this.options.startTimeoutMs ?? 30_000;
     const deadline = Date.now() + timeoutMs;
@@ -135,12 +144,7 @@ export class LocalActuator implements Actuator {
       }
       await new Promise((r) => setTimeout(r, 50));
     }
-    child.once('exit', (code, signal) => {
-      const i = this.locals.indexOf(local);
-      if (i >= 0) this.locals.splice(i, 1);
-      if (!local.stopping) log.warn('a local server exited', { code, signal });
-      else log.info('a local server drained and exited', { url });
-    });
+    started = true;
     log.info('started a local server', { url, pid: child.pid });
   }
 

@@ -32,6 +32,8 @@ export interface Actuator {
   settling(servers: readonly ServerEntry[]): Promise<string | undefined>;
   /** Makes the count `n`; servers that leave drain first. Rejects with what went wrong. */
   scaleTo(n: number, servers: readonly ServerEntry[]): Promise<void>;
+  /** Cuts short a change under way, when one can wait long (a command): the autoscaler is stopping. */
+  abort?(): void;
   /** Lets go of what it holds (processes it started, clients). */
   close(): Promise<void>;
 }

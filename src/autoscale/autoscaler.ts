@@ -89,6 +89,7 @@ export class Autoscaler {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.options.actuator.abort?.();
     await this.running;
   }
 

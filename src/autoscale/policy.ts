@@ -82,6 +82,19 @@ export function configProblem(config: PolicyConfig): string | undefined {
   return undefined;
 }
 
+/**
+ * Checks the rounds against the policy: the rounds a rule must hold, or the samples a decision needs, must fit in
+ * the window of rounds kept, or the autoscaler holds for ever. Returns what is wrong, or undefined.
+ */
+export function windowProblem(config: PolicyConfig, intervalMs: number, windowMs: number): string | undefined {
+  if (windowMs < config.holdMs) return `--window-s (${windowMs / 1000}) must be at least --hold-s (${config.holdMs / 1000}): a rule must hold over rounds the window keeps`;
+  const kept = Math.floor(windowMs / intervalMs) + 1;
+  if (config.minSamples > kept) {
+    return `--min-samples (${config.minSamples}) is more rounds than --window-s (${windowMs / 1000}) keeps at --interval-s ${intervalMs / 1000} (${kept}): lower it or widen the window`;
+  }
+  return undefined;
+}
+
 export function decide(input: PolicyInput, config: PolicyConfig): Decision {
   const { now, current, samples, lastChange, settling } = input;
   const hold = (reason: string): Decision => ({ desired: current, direction: 'hold', reason });

@@ -5,7 +5,7 @@
  */
 import { resolve } from 'node:path';
 import type { Actuator } from '../autoscale/actuator.js';
-import { configProblem, METRICS, type Metric, type PolicyConfig, type Rule } from '../autoscale/policy.js';
+import { configProblem, METRICS, windowProblem, type Metric, type PolicyConfig, type Rule } from '../autoscale/policy.js';
 import { createLogger, redactedUrl, setLogLevel, type LogLevel } from '../log.js';
 import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { checkMongoUrls, listenOn, type AddressFlags } from './preflight.js';
@@ -35,7 +35,7 @@ export const autoscaleCommand: CommandSpec = {
       help: `Add servers when the average per server of a metric stays above <above>; remove when every rule stays below its <below> (repeat; metrics: ${METRICS.join(', ')}; default ${DEFAULT_RULES.join(' and ')})`,
     },
     'hold-s': { type: 'string', default: '60', value: '<s>', help: 'How long a rule must hold before it counts' },
-    'window-s': { type: 'string', default: '300', value: '<s>', help: 'Rounds older than this are forgotten' },
+    'window-s': { type: 'string', default: '300', value: '<s>', help: 'Rounds older than this are forgotten (at least --hold-s, and --min-samples rounds)' },
     'interval-s': { type: 'string', default: '10', value: '<s>', help: 'Time between rounds' },
     'min-samples': { type: 'string', default: '5', value: '<n>', help: 'Rounds needed since the last change before deciding' },
     'up-cooldown-s': { type: 'string', default: '60', value: '<s>', help: 'Least time from a change to an increase' },
@@ -118,6 +118,8 @@ export async function runAutoscale(parsed: Parsed, env: NodeJS.ProcessEnv = proc
   const policy = policyFrom(values);
   const intervalMs = seconds(values, 'interval-s', 0.05);
   const windowMs = seconds(values, 'window-s', 0.05);
+  const rounds = windowProblem(policy, intervalMs, windowMs);
+  if (rounds) throw new UsageError(rounds);
   const announceMs = integerOption(values, 'discovery-interval-ms', 100, 600000)!;
   const redisUrl = env.REDIS_URL || undefined;
   const mongoUrl = env.MONGO_URL || undefined;
