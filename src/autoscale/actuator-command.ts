@@ -10,6 +10,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { ServerEntry } from '../cluster/discovery-store.js';
 import type { Logger } from '../log.js';
+import { signalGroup } from '../process-group.js';
 import { checkScaleTarget, type Actuator } from './actuator.js';
 
 export interface CommandActuatorOptions {
@@ -18,15 +19,6 @@ export interface CommandActuatorOptions {
   /** Longest the command may run (default 120000 ms). */
   timeoutMs?: number;
   log: Logger;
-}
-
-/** Signals the command and what it started (its process group: it was spawned detached, so a terminal's Ctrl-C does not reach it). */
-function stopGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-child.pid!, signal);
-  } catch {
-    // The group is gone already.
-  }
 }
 
 export class CommandActuator implements Actuator {
@@ -64,7 +56,7 @@ export class CommandActuator implements Actuator {
       let timedOut = false;
       const timer = setTimeout(() => {
         timedOut = true;
-        stopGroup(child, 'SIGKILL');
+        signalGroup(child.pid!, 'SIGKILL');
       }, timeoutMs);
       child.on('error', (error) => {
         clearTimeout(timer);
@@ -84,7 +76,8 @@ export class CommandActuator implements Actuator {
   }
 
   abort(): void {
-    if (this.child) stopGroup(this.child, 'SIGTERM');
+    // The command and what it started: spawned detached, a terminal's Ctrl-C does not reach them.
+    if (this.child) signalGroup(this.child.pid!, 'SIGTERM');
   }
 
   async close(): Promise<void> {}

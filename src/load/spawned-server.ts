@@ -9,6 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { signalGroup } from '../process-group.js';
 import { groupAlive } from './process-table.js';
 
 /** How long the server may take over its own shutdown before it is killed. */
@@ -69,11 +70,7 @@ export class SpawnedServer {
   private readonly onExit = (): void => this.signal('SIGKILL');
 
   private signal(signal: NodeJS.Signals): void {
-    try {
-      process.kill(-this.pid, signal);
-    } catch {
-      // ESRCH: nothing left in the group.
-    }
+    signalGroup(this.pid, signal);
   }
 
   private async gone(withinMs: number): Promise<boolean> {
