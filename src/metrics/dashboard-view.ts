@@ -276,12 +276,10 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       })
       .sort((a, b) => b.calls - a.calls),
     publications: [...publications.values()]
-      .map(({ ready, readyTotal, reused: r, observers, ...row }) => ({
-        ...row,
-        readyP50: recentOrAll(ready, readyTotal).percentile(50),
-        readyP95: recentOrAll(ready, readyTotal).percentile(95),
-        observerReuse: observers ? r / observers : 0,
-      }))
+      .map(({ ready, readyTotal, reused: r, observers, ...row }) => {
+        const times = recentOrAll(ready, readyTotal);
+        return { ...row, readyP50: times.percentile(50), readyP95: times.percentile(95), observerReuse: observers ? r / observers : 0 };
+      })
       .sort((a, b) => b.subs - a.subs),
     liveQueries: {
       created,

@@ -77,10 +77,8 @@ export function startObserveSpan(parent: Span | undefined, collection: string): 
 }
 
 export function endObserveSpan(span: Span | undefined, docs: number | undefined, reused: boolean | undefined, error: unknown): void {
-  if (!span) return;
-  if (docs !== undefined) span.setAttribute('db.response.returned_rows', docs);
-  if (reused !== undefined) span.setAttribute('perseid.live_query.reused', reused);
-  endDbSpan(span, undefined, error);
+  if (reused !== undefined) span?.setAttribute('perseid.live_query.reused', reused);
+  endDbSpan(span, docs, error);
 }
 
 /** Starts a database operation's span, child of `parent` (a call's span) or of the active context. */
