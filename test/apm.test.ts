@@ -122,7 +122,8 @@ describe('APM on a real server', () => {
     const snapshot = await getJson<ApmSnapshot>(`${t.url}/perseid/apm`);
     const work = slowest(snapshot, 'work');
     const hold = slowest(snapshot, 'hold');
-    assert.ok(work.wait >= 90 && work.wait < 400, `work waited ~100 ms in the queue: ${work.wait}`);
+    // Less than 100 ms when the second call reaches the server later than the first (a loaded machine).
+    assert.ok(work.wait >= 50 && work.wait < 400, `work waited up to 100 ms in the queue: ${work.wait}`);
     assert.ok(work.compute >= 38 && work.compute < 200, `work computed ~40 ms: ${work.compute}`);
     // Whatever else this process runs while the timer waits (the client is in this process too) counts as the
     // loop being busy, i.e. compute: async is at most the timer, and compute and async together cover both.
@@ -137,7 +138,8 @@ describe('APM on a real server', () => {
     const parts = work.wait + work.db + work.async + work.compute;
     assert.ok(Math.abs(parts - work.total) < 1, `the parts add up to the total: ${parts} vs ${work.total}`);
     assert.ok(hold.async >= 90, `hold awaited its timer: ${hold.async}`);
-    assert.ok(hold.waitedOn >= 80 && hold.waitedOn < 400, `hold held work back ~100 ms: ${hold.waitedOn}`);
+    // Charged when hold ends, a moment before work starts.
+    assert.ok(hold.waitedOn >= 45 && hold.waitedOn <= work.wait + 1, `hold is charged work's wait: ${hold.waitedOn} vs ${work.wait}`);
     assert.ok(work.waitedOn < 5, `nothing waited behind work: ${work.waitedOn}`);
     const workRow = snapshot.reports[0]!.methods.find((m) => m.name === 'work')!;
     assert.equal(workRow.calls, 1);
