@@ -3,7 +3,9 @@
  *
  * Hand-written rather than the `ejson` npm port because serialisation is on the
  * fan-out hot path: these converters copy only the objects on the path to a value
- * that needs converting and return plain JSON values untouched.
+ * that needs converting and return plain JSON values untouched. toJSONValue and
+ * fromJSONValue each write out their copy-on-write loops: one helper taking the
+ * converter as a function measured 7 % slower on documents of the S4 chat.
  */
 import { decodeBase64, encodeBase64 } from './base64.js';
 
