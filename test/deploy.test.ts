@@ -189,7 +189,7 @@ describe('deploy/kubernetes', () => {
     assert.notEqual(bad.status, 0);
     // What it exports, after a round with a server in it, passes promtool's lint (base units, ...).
     const metrics = new AutoscaleMetrics();
-    metrics.round([{ id: 'a', url: 'http://a.test', balancer: false, sessions: 3, cpuPercent: 10, lagMs: 2, memoryMb: 80, methodP95Ms: 5, updatedAt: Date.now() }], 1, { desired: 1, direction: 'hold', reason: 'within thresholds' });
+    metrics.round([{ id: 'a', url: 'http://a.test', balancer: false, sessions: 3, cpuPercent: 10, lagMs: 2, memoryMb: 80, methodP95Ms: 5, updatedAt: Date.now() }], 1, { desired: 1, direction: 'hold', reason: 'within thresholds' }, { unsettledS: 0, scaleFailures: 0 });
     const lint = spawnSync(tools.promtool!, ['check', 'metrics'], { input: await metrics.registry.metrics(), encoding: 'utf8' });
     assert.equal(lint.status, 0, `${lint.stdout}${lint.stderr}`);
     assert.match(scrape, /perseid-autoscale\.perseid\.svc:9464/);

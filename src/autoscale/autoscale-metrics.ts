@@ -15,6 +15,8 @@ export class AutoscaleMetrics {
   private readonly desired = new Gauge({ name: 'perseid_autoscale_desired_instances', help: 'Servers the autoscaler wants, after its policy (min, max, cooldowns)', registers: [this.registry] });
   private readonly current = new Gauge({ name: 'perseid_autoscale_current_instances', help: 'Servers the platform runs or was last asked for', registers: [this.registry] });
   private readonly seen = new Gauge({ name: 'perseid_autoscale_servers_seen', help: 'Servers (web and all roles) in discovery at the last round', registers: [this.registry] });
+  private readonly unsettled = new Gauge({ name: 'perseid_autoscale_unsettled_seconds', help: 'How long the change under way has been settling (0 when none is): alert when it stays high', registers: [this.registry] });
+  private readonly failures = new Gauge({ name: 'perseid_autoscale_scale_failures', help: 'Scales that failed in a row (0 after one that worked)', registers: [this.registry] });
   private readonly changes = new Counter({ name: 'perseid_autoscale_changes_total', help: 'Changes the autoscaler made, by direction (none in a dry run)', labelNames: ['direction'], registers: [this.registry] });
   private readonly sessions = new Gauge({ name: 'perseid_instance_sessions', help: 'DDP sessions open on each server', labelNames: LABELS, registers: [this.registry] });
   private readonly cpu = new Gauge({ name: 'perseid_instance_cpu_percent', help: 'CPU of each server, percent of one core', labelNames: LABELS, registers: [this.registry] });
@@ -27,9 +29,11 @@ export class AutoscaleMetrics {
     for (const direction of ['up', 'down']) this.changes.inc({ direction }, 0);
   }
 
-  /** Records one round: the servers seen, the count, the decision. */
-  round(servers: readonly ServerEntry[], current: number, decision: Decision): void {
+  /** Records one round: the servers seen, the count, the decision, what holds a change up. */
+  round(servers: readonly ServerEntry[], current: number, decision: Decision, state: { unsettledS: number; scaleFailures: number }): void {
     this.desired.set(decision.desired);
+    this.unsettled.set(state.unsettledS);
+    this.failures.set(state.scaleFailures);
     this.current.set(current);
     this.seen.set(servers.length);
     const perServer = [this.sessions, this.cpu, this.lag, this.memory, this.methodP95];

@@ -7,9 +7,16 @@
  * (a dry run) makes no change of its own: there the change that restarts the
  * rounds and the cooldowns is a change of the count discovery shows (KEDA or
  * the HPA following the exported decision, say).
+ *
+ * Two ways a platform can fail it, and what it does then: a change that never
+ * settles (a pod that cannot be scheduled, a command that succeeded while the
+ * platform did something else) is waited on for `settleTimeoutMs`, then
+ * warned about once and decided past, from the servers that answer, so the
+ * count can still come down; a scale that fails is tried again after a delay
+ * that doubles with each failure, not every round.
  */
 import type { DiscoveryStore, ServerEntry } from '../cluster/discovery-store.js';
-import { FailureLog } from '../failure-log.js';
+import { FailureLog, reasonOf } from '../failure-log.js';
 import type { Logger } from '../log.js';
 import type { Actuator } from './actuator.js';
 import type { AutoscaleMetrics } from './autoscale-metrics.js';
@@ -28,7 +35,12 @@ export interface AutoscalerOptions {
   print: (line: string) => void;
   log: Logger;
   metrics?: AutoscaleMetrics;
+  /** How long a change may take to settle before the autoscaler says so and decides without waiting (default 600000). */
+  settleTimeoutMs?: number;
 }
+
+/** The longest delay before trying a failed scale again. */
+const MAX_RETRY_DELAY_MS = 300_000;
 
 export interface Round {
   at: number;
@@ -67,6 +79,10 @@ export class Autoscaler {
   private running: Promise<void> | undefined;
   private stopped = false;
   private readonly failures: FailureLog;
+  /** When the change under way started settling, and whether the operator was told it takes too long. */
+  private unsettled: { since: number; warned: boolean } | undefined;
+  /** Scales that failed in a row, and the earliest time to try again. */
+  private scaleFailures: { count: number; retryAt: number; reason: string } | undefined;
 
   constructor(private readonly options: AutoscalerOptions) {
     this.failures = new FailureLog(options.log, 'autoscale round');
@@ -104,15 +120,19 @@ export class Autoscaler {
     }
     const sample: Sample = { at: now, servers: servers.length, averages: averages(servers) };
     // Discovery not yet showing the count asked for means a change is still under way.
-    const settling = servers.length !== current ? `${servers.length} of ${current} servers in discovery` : await actuator.settling(servers);
+    const settling = this.waitOn(now, servers.length !== current ? `${servers.length} of ${current} servers in discovery` : await actuator.settling(servers));
     // Rounds of a change under way describe neither count: only settled ones are kept.
     this.samples = [...this.samples.filter((s) => s.at >= now - windowMs), ...(settling ? [] : [sample])];
-    const decision = decide({ now, current, samples: this.samples, lastChange: this.lastChange, settling }, policy);
+    const decision = this.heldForRetry(now, current, decide({ now, current, samples: this.samples, lastChange: this.lastChange, settling }, policy));
+    if (this.unsettled?.warned) decision.reason += ` (a change unsettled for ${Math.round((now - this.unsettled.since) / 1000)} s)`;
     const round: Round = { at: now, servers, current, sample, decision };
     this.options.print(roundLine(round));
-    this.options.metrics?.round(servers, current, decision);
+    this.options.metrics?.round(servers, current, decision, {
+      unsettledS: this.unsettled ? (now - this.unsettled.since) / 1000 : 0,
+      scaleFailures: this.scaleFailures?.count ?? 0,
+    });
     if (decision.direction !== 'hold') {
-      await actuator.scaleTo(decision.desired, servers);
+      await this.scale(now, decision.desired, servers);
       if (actuator.acts) {
         this.changed(now, current, decision.desired);
         this.options.metrics?.changed(decision.direction);
@@ -121,9 +141,52 @@ export class Autoscaler {
     return round;
   }
 
+  /**
+   * What a change under way waits on, as the policy should see it: `settling` until the change has taken
+   * `settleTimeoutMs`, then nothing (said once), so the count follows the servers that do answer.
+   */
+  private waitOn(now: number, settling: string | undefined): string | undefined {
+    if (!settling) {
+      if (this.unsettled?.warned) this.options.log.info('the change settled', { afterS: Math.round((now - this.unsettled.since) / 1000) });
+      this.unsettled = undefined;
+      return undefined;
+    }
+    this.unsettled ??= { since: now, warned: false };
+    const timeoutMs = this.options.settleTimeoutMs ?? 600_000;
+    if (now - this.unsettled.since < timeoutMs) return settling;
+    if (!this.unsettled.warned) {
+      this.unsettled.warned = true;
+      this.options.log.warn('a change has not settled in time; deciding from the servers that answer: check the platform', { settling, afterS: Math.round(timeoutMs / 1000) });
+    }
+    return undefined;
+  }
+
+  /** Holds a change while a failed scale waits for its next try. */
+  private heldForRetry(now: number, current: number, decision: Decision): Decision {
+    const failed = this.scaleFailures;
+    if (decision.direction === 'hold' || !failed || now >= failed.retryAt) return decision;
+    const times = failed.count === 1 ? 'once' : `${failed.count} times`;
+    return { desired: current, direction: 'hold', reason: `${decision.reason}, but scaling failed ${times} (${failed.reason}): next try in ${Math.ceil((failed.retryAt - now) / 1000)} s` };
+  }
+
+  /** Has the actuator make the count `n`; a failure delays the next try, doubling with each in a row. */
+  private async scale(now: number, n: number, servers: readonly ServerEntry[]): Promise<void> {
+    try {
+      await this.options.actuator.scaleTo(n, servers);
+      this.scaleFailures = undefined;
+    } catch (error) {
+      const count = (this.scaleFailures?.count ?? 0) + 1;
+      const delay = Math.min(MAX_RETRY_DELAY_MS, this.options.intervalMs * 2 ** (count - 1));
+      this.scaleFailures = { count, retryAt: now + delay, reason: reasonOf(error) };
+      throw error;
+    }
+  }
+
   /** The count changed: rounds start afresh (figures of the old count say little about the new), cooldowns from now. */
   private changed(at: number, from: number, to: number): void {
     this.lastChange = { at, from, to };
     this.samples = [];
+    // A new change gets its own time to settle.
+    this.unsettled = undefined;
   }
 }
