@@ -285,6 +285,34 @@ describe('accounts: failed logins in numbers', () => {
       await opened.cleanup();
     }
   });
+  it('keep a login from another address from waiting behind them: hashing takes turns between addresses', async () => {
+    const opened = await embeddedTarget().open();
+    const t = await accountsServer(opened.database);
+    try {
+      await t.accounts.createUser({ username: 'grace', password: digest('right') });
+      // A connection runs its calls one after another: many connections, one login each, queue many hashes at once.
+      const attackers = await Promise.all(Array.from({ length: 60 }, () => RawPeer.connected(t.wsUrl)));
+      for (const [p, peer] of attackers.entries()) peer.send({ msg: 'method', id: 'l', method: 'login', params: [{ user: { username: `nobody${p}` }, password: digest('wrong') }] });
+      const answered = () => attackers.reduce((n, peer) => n + peer.received.filter((m) => m.msg === 'result').length, 0);
+      // The attackers' 60 hashes are queued once the first is answered.
+      await attackers[0]!.next((m) => m.msg === 'result', 30000);
+      // From another loopback address: another client.
+      const genuine = await RawPeer.open(t.wsUrl, { localAddress: '127.0.0.2' });
+      genuine.send({ msg: 'connect', version: '1', support: ['1'] });
+      await genuine.next((m) => m.msg === 'connected');
+      const before = answered();
+      const login = await call(genuine, 'login', { user: { username: 'grace' }, password: digest('right') });
+      assert.equal((login.result as { id?: string } | undefined)?.id, (await t.accounts.findUserByUsername('grace'))!._id);
+      const overtaken = answered() - before;
+      // In arrival order it would wait for every attacker's hash still queued (over 50). Taking turns, each of its
+      // steps (reading the user, its hash, storing its token) waits for one hash already under way at most.
+      assert.ok(overtaken < 20, `${overtaken} of the attackers' logins were answered while the genuine one waited`);
+      for (const peer of [genuine, ...attackers]) peer.close();
+    } finally {
+      await t.close();
+      await opened.cleanup();
+    }
+  });
 });
 
 describe('accounts: options', () => {

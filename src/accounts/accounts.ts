@@ -187,13 +187,18 @@ export class Accounts {
   // ---- server-side API ----
 
   /** Creates a user (no login); returns its id. */
-  async createUser(options: CreateUserOptions): Promise<string> {
+  createUser(options: CreateUserOptions): Promise<string> {
+    return this.createUserFrom(options, undefined);
+  }
+
+  /** createUser for a client at `from`, with which hashing the password takes turns (see password.ts). */
+  private async createUserFrom(options: CreateUserOptions, from: string | undefined): Promise<string> {
     await this.ready;
     check(options, Match.ObjectIncluding({ username: Match.Optional(Identifier), email: Match.Optional(Identifier), password: Match.Optional(this.passwordPattern) }));
     const { username, email, password } = options;
     if (!username && !email) throw AccountsErrors.needUsernameOrEmail();
     const user: User = { _id: '', services: {} };
-    if (password) user.services!.password = await this.ctx.hasher.stored(password);
+    if (password) user.services!.password = await this.ctx.hasher.stored(password, from);
     const userId = await this.insertCheckingDuplicates(user, options);
     if (email && this.options.sendVerificationEmail) {
       if (password) await this.emailTokens.sendVerification(userId, email);
@@ -359,7 +364,7 @@ export class Accounts {
       async login(this: MethodInvocation, options: unknown) {
         await accounts.ready;
         check(options, Object);
-        const result = await runLoginHandlers(accounts.ctx, options as Record<string, unknown>);
+        const result = await runLoginHandlers(accounts.ctx, options as Record<string, unknown>, this.connection.clientAddress);
         return accounts.attemptLogin(this, 'login', [options], result);
       },
 
@@ -395,7 +400,7 @@ export class Accounts {
         return accounts.loginMethod(this, 'createUser', [options], async () => {
           check(options, Object);
           if (accounts.options.forbidClientAccountCreation) return { type: 'password', error: AccountsErrors.signupsForbidden() };
-          return { type: 'password', userId: await accounts.createUser(options as CreateUserOptions) };
+          return { type: 'password', userId: await accounts.createUserFrom(options as CreateUserOptions, this.connection.clientAddress) };
         });
       },
 
@@ -406,9 +411,9 @@ export class Accounts {
         const user = await accounts.users.findOneAsync({ _id: this.userId });
         if (!user) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.userNotFound);
         if (!hasPassword(user.services?.password)) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.noPasswordSet);
-        if (!(await passwordMatches(accounts.ctx, user, oldPassword as PasswordInput))) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.incorrectPassword);
+        if (!(await passwordMatches(accounts.ctx, user, oldPassword as PasswordInput, this.connection.clientAddress))) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.incorrectPassword);
         const current = accounts.sessions.hashedTokenOf(this.connection.id);
-        const { set, unset } = await accounts.ctx.hasher.fields(newPassword as PasswordInput);
+        const { set, unset } = await accounts.ctx.hasher.fields(newPassword as PasswordInput, this.connection.clientAddress);
         await accounts.users.updateAsync(
           { _id: this.userId },
           { $set: set, $pull: { 'services.resume.loginTokens': { hashedToken: { $ne: current } } }, $unset: { ...unset, 'services.password.reset': 1 } },
@@ -444,7 +449,7 @@ export class Accounts {
           if (!(user.emails ?? []).some((e) => e.address === email)) return { type: 'password', userId: user._id, error: AccountsErrors.tokenInvalidEmail() };
           // Changing the password logs out every session of the user, this connection's included.
           accounts.sessions.clear(connection.id);
-          const { set, unset } = await accounts.ctx.hasher.fields(newPassword as PasswordInput);
+          const { set, unset } = await accounts.ctx.hasher.fields(newPassword as PasswordInput, connection.clientAddress);
           const affected = await accounts.users.updateAsync(
             { _id: user._id, 'emails.address': email, [`services.password.${reason}.token`]: hashed },
             { $set: { ...set, 'emails.$.verified': true, 'services.resume.loginTokens': [] }, $unset: { ...unset, [`services.password.${reason}`]: 1 } },

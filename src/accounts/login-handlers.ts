@@ -52,31 +52,34 @@ export async function findUserByQuery(users: Collection<User>, query: UserQuery)
   return findUserBy(users, 'emails.address', query.email);
 }
 
-/** Verifies `password` against the user's hash; re-hashes it in the background when the algorithm or its cost changed. */
-export async function passwordMatches(ctx: LoginContext, user: User, password: PasswordInput): Promise<boolean> {
+/**
+ * Verifies `password` against the user's hash; re-hashes it in the background when the algorithm or its cost changed.
+ * `from`, here and below, is the caller's client address, with which the hashing takes turns (see password.ts).
+ */
+export async function passwordMatches(ctx: LoginContext, user: User, password: PasswordInput, from?: string): Promise<boolean> {
   const stored = user.services?.password;
-  const { ok, rehash } = await ctx.hasher.verify(password, stored);
+  const { ok, rehash } = await ctx.hasher.verify(password, stored, from);
   if (rehash) {
     // Only if the hash is still the one just verified (a password change meanwhile wins).
     const current = stored?.argon2 ? { 'services.password.argon2': stored.argon2 } : { 'services.password.bcrypt': stored?.bcrypt };
     void ctx.hasher
-      .fields(password)
+      .fields(password, from)
       .then(({ set, unset }) => ctx.users.updateAsync({ _id: user._id, ...current }, { $set: set, $unset: unset }))
       .catch(() => undefined); // tried again at the next login
   }
   return ok;
 }
 
-export async function passwordHandler(ctx: LoginContext, options: Record<string, unknown>): Promise<LoginResult | undefined> {
+export async function passwordHandler(ctx: LoginContext, options: Record<string, unknown>, from?: string): Promise<LoginResult | undefined> {
   if (!options.password) return undefined;
   check(options, { user: userQueryPattern, password: ctx.passwordPattern, code: Match.Optional(NonEmptyString) });
   const user = await findUserByQuery(ctx.users, options.user as UserQuery);
   if (!user || !hasPassword(user.services?.password)) {
     // As slow as a wrong password: a fast refusal would tell strangers which accounts do not exist.
-    await ctx.hasher.decoy(options.password as PasswordInput);
+    await ctx.hasher.decoy(options.password as PasswordInput, from);
     throw credentialsError(ctx.ambiguous, user ? AccountsErrors.noPasswordSet : AccountsErrors.userNotFound);
   }
-  if (!(await passwordMatches(ctx, user, options.password as PasswordInput))) {
+  if (!(await passwordMatches(ctx, user, options.password as PasswordInput, from))) {
     return { type: 'password', userId: user._id, error: credentialsError(ctx.ambiguous, AccountsErrors.incorrectPassword) };
   }
   return { type: 'password', userId: user._id };
@@ -107,11 +110,11 @@ export async function resumeHandler(ctx: LoginContext, options: Record<string, u
 }
 
 /** Runs the handlers in Meteor's order; an exception becomes the attempt's error. */
-export async function runLoginHandlers(ctx: LoginContext, options: Record<string, unknown>): Promise<LoginResult> {
+export async function runLoginHandlers(ctx: LoginContext, options: Record<string, unknown>, from?: string): Promise<LoginResult> {
   for (const [type, handler] of [['resume', resumeHandler], ['password', passwordHandler]] as const) {
     let result: LoginResult | undefined;
     try {
-      result = await handler(ctx, options);
+      result = await handler(ctx, options, from);
     } catch (error) {
       result = { type, error };
     }

@@ -12,6 +12,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type * as Argon2 from '@node-rs/argon2';
 import bcrypt from 'bcryptjs';
+import { FairQueue } from '../fair-queue.js';
 import { Match, type Pattern } from '../validation/check.js';
 
 /** What a client may send as a password: the plain string, or `{digest, algorithm: 'sha-256'}`. */
@@ -50,22 +51,19 @@ export function passwordDigest(password: PasswordInput): string {
  * bcryptjs works on the event loop in slices of up to 100 ms, each queued with
  * setImmediate: n hashes at once run n slices back to back before any I/O
  * (250 failed logins stalled every client for 25 s). One at a time, the other
- * clients are served between slices; logins wait their turn.
+ * clients are served between slices; and in turns between client addresses,
+ * so one address's burst of logins does not make everyone else's wait behind
+ * it (250 from one address delayed another's login by 19 s).
  */
-let bcryptQueue: Promise<unknown> = Promise.resolve();
+const bcryptTurns = new FairQueue();
 
-function oneAtATime<T>(work: () => Promise<T>): Promise<T> {
-  const run = bcryptQueue.then(work);
-  bcryptQueue = run.catch(() => undefined);
-  return run;
+/** `from`: the client address the hash is for (undefined: the server's own work), which takes turns with the others. */
+export function hashPassword(password: PasswordInput, rounds = DEFAULT_BCRYPT_ROUNDS, from?: string): Promise<string> {
+  return bcryptTurns.run(from ?? '', () => bcrypt.hash(passwordDigest(password), rounds));
 }
 
-export function hashPassword(password: PasswordInput, rounds = DEFAULT_BCRYPT_ROUNDS): Promise<string> {
-  return oneAtATime(() => bcrypt.hash(passwordDigest(password), rounds));
-}
-
-export function checkPassword(password: PasswordInput, hash: string): Promise<boolean> {
-  return oneAtATime(() => bcrypt.compare(passwordDigest(password), hash));
+export function checkPassword(password: PasswordInput, hash: string, from?: string): Promise<boolean> {
+  return bcryptTurns.run(from ?? '', () => bcrypt.compare(passwordDigest(password), hash));
 }
 
 /** Rounds a stored hash was made with (`$2b$10$...` → 10); NaN for something else. */
@@ -112,10 +110,13 @@ export class PasswordHasher {
     if (this.argon2Params) await argon2();
   }
 
-  /** The `services.password` fields for a new password: `$set` the hash, `$unset` the other kind. */
-  async fields(password: PasswordInput): Promise<{ set: Record<string, string>; unset: Record<string, 1> }> {
+  /**
+   * The `services.password` fields for a new password: `$set` the hash, `$unset` the other kind. `from`, here
+   * and below, is the client address the work is for (see hashPassword).
+   */
+  async fields(password: PasswordInput, from?: string): Promise<{ set: Record<string, string>; unset: Record<string, 1> }> {
     if (!this.argon2Params) {
-      return { set: { 'services.password.bcrypt': await hashPassword(password, this.bcryptRounds) }, unset: { 'services.password.argon2': 1 } };
+      return { set: { 'services.password.bcrypt': await hashPassword(password, this.bcryptRounds, from) }, unset: { 'services.password.argon2': 1 } };
     }
     const { hash, Algorithm } = await argon2();
     const { type, timeCost, memoryCost, parallelism } = this.argon2Params;
@@ -125,13 +126,13 @@ export class PasswordHasher {
   }
 
   /** The stored form of a new password, for a new user document. */
-  async stored(password: PasswordInput): Promise<StoredPassword> {
-    const { set } = await this.fields(password);
+  async stored(password: PasswordInput, from?: string): Promise<StoredPassword> {
+    const { set } = await this.fields(password, from);
     return Object.fromEntries(Object.entries(set).map(([path, value]) => [path.slice('services.password.'.length), value]));
   }
 
   /** Whether `password` matches; `rehash` when the stored hash is of the other kind or other parameters. */
-  async verify(password: PasswordInput, stored: StoredPassword | undefined): Promise<{ ok: boolean; rehash: boolean }> {
+  async verify(password: PasswordInput, stored: StoredPassword | undefined, from?: string): Promise<{ ok: boolean; rehash: boolean }> {
     if (stored?.argon2) {
       const ok = await (await argon2()).verify(stored.argon2, passwordDigest(password));
       const params = argon2ParamsOf(stored.argon2);
@@ -140,7 +141,7 @@ export class PasswordHasher {
       return { ok, rehash: ok && !same };
     }
     if (stored?.bcrypt) {
-      const ok = await checkPassword(password, stored.bcrypt);
+      const ok = await checkPassword(password, stored.bcrypt, from);
       return { ok, rehash: ok && (this.argon2Params !== undefined || roundsOf(stored.bcrypt) !== this.bcryptRounds) };
     }
     return { ok: false, rehash: false };
@@ -152,9 +153,9 @@ export class PasswordHasher {
    * reply then takes as long as a wrong password's, so its timing does not
    * tell a stranger whether the account exists.
    */
-  async decoy(password: PasswordInput): Promise<void> {
+  async decoy(password: PasswordInput, from?: string): Promise<void> {
     this.decoyHash ??= this.stored(randomBytes(32).toString('hex'));
-    await this.verify(password, await this.decoyHash);
+    await this.verify(password, await this.decoyHash, from);
   }
 }
 
