@@ -11,7 +11,7 @@ import pubCycleApp from '../bench/apps/pub-cycle.js';
 import tasksApp from '../examples/tasks/app.js';
 import { setDefaultDatabase } from '../src/collections/database.js';
 import { Measurements } from '../src/load/measurements.js';
-import { compareReports, compareText, verdict } from '../src/load/report/compare.js';
+import { compareReports, compareText, verdict, type Change, type Judging } from '../src/load/report/compare.js';
 import { htmlReport } from '../src/load/report/html.js';
 import type { LoadReport } from '../src/load/report/model.js';
 import { fitted, planRun, runScenario } from '../src/load/run-scenario.js';
@@ -22,6 +22,8 @@ import { needs } from './skips.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 
+/** Judged on percent alone: the in-process runs' latencies are a few ms, their doubling may be under the floor. */
+const EVERY_MS: Judging = { percent: 10, floorMs: 0 };
 describe('load measurements', () => {
   it('computes percentiles right on known inputs', () => {
     const m = new Measurements(0);
@@ -231,12 +233,23 @@ export default async function (client, ctx) {
     assert.equal(Math.round(change('insertTask p99 ms').changePercent), 100);
     assert.equal(Math.round(change('insertTask p50 ms').changePercent), -50);
     assert.ok(change('operations/s').worsePercent > 40);
-    const rows = compareText({ differences: [], changes, leftOut: [] }, 10).split('\n');
+    const rows = compareText({ differences: [], changes, leftOut: [] }, EVERY_MS).split('\n');
     assert.match(rows.find((r) => r.startsWith('insertTask p99 ms'))!, /\+100\.0 %\s+WORSE$/);
     assert.match(rows.find((r) => r.startsWith('insertTask p50 ms'))!, /-50\.0 %\s+better$/);
     assert.match(rows.find((r) => r.startsWith('operations/s'))!, /-50\.0 %\s+WORSE$/);
     assert.match(rows.find((r) => r.startsWith('removeTask p50 ms'))!, /0\.0 %$/, 'no verdict within the threshold');
     assert.ok(rows.every((r) => !/worse/.test(r) || r.startsWith('compared')), rows.join('\n'));
+  });
+
+  it('does not mark a latency that moved less than the floor in ms, whatever its percent', () => {
+    const change = (baseline: number, current: number): Change => ({ figure: 'call p50 ms', baseline, current, changePercent: 0, worsePercent: ((current - baseline) / baseline) * 100, latency: true });
+    // Two identical runs of a fast server: 0.38 ms, then 0.43.
+    assert.equal(verdict(change(0.38, 0.43), { percent: 10, floorMs: 1 }), 'under 1 ms');
+    assert.equal(verdict(change(0.38, 0.43), EVERY_MS), 'WORSE');
+    assert.equal(verdict(change(2, 3), { percent: 10, floorMs: 1 }), 'WORSE');
+    assert.equal(verdict(change(3, 2), { percent: 10, floorMs: 1 }), 'better');
+    // Not a latency: the floor does not apply.
+    assert.equal(verdict({ ...change(0.38, 0.43), figure: 'server CPU ms / operation', latency: undefined }, { percent: 10, floorMs: 1 }), 'WORSE');
   });
 
   it('does not mark the change of a percentile with fewer than 10 timings beyond it: two runs of one load differ that much by chance', async () => {
@@ -245,13 +258,13 @@ export default async function (client, ctx) {
     const baseline: LoadReport = JSON.parse(JSON.stringify(report)) as LoadReport;
     for (const p of ['p50', 'p95', 'p99'] as const) baseline.measures.insertTask![p] = report.measures.insertTask![p] / 2;
     const comparison = compareReports(report, baseline);
-    const rows = compareText(comparison, 10).split('\n');
+    const rows = compareText(comparison, EVERY_MS).split('\n');
     // 10 timings beyond the p50 of 20: marked; 1 beyond the p95, none beyond the p99: noise.
     assert.match(rows.find((r) => r.startsWith('insertTask p50 ms'))!, /\+100\.0 %\s+WORSE$/);
     assert.match(rows.find((r) => r.startsWith('insertTask p95 ms'))!, /\+100\.0 %\s+few timings$/);
     assert.match(rows.find((r) => r.startsWith('insertTask p99 ms'))!, /\+100\.0 %\s+few timings$/);
     assert.deepEqual(
-      comparison.changes.filter((c) => verdict(c, 10) === 'WORSE').map((c) => c.figure),
+      comparison.changes.filter((c) => verdict(c, EVERY_MS) === 'WORSE').map((c) => c.figure),
       ['insertTask p50 ms'],
     );
   });
@@ -268,7 +281,7 @@ export default async function (client, ctx) {
     assert.deepEqual(shorter.leftOut, ['operations/s', 'subscriptions/min', 'server peak RSS MB']);
     assert.ok(shorter.changes.some((c) => c.figure === 'insertTask p50 ms') && shorter.changes.some((c) => c.figure === 'failed users %'));
     assert.ok(shorter.changes.some((c) => c.figure === 'server CPU ms / operation'));
-    const text = compareText(shorter, 10).split('\n');
+    const text = compareText(shorter, EVERY_MS).split('\n');
     assert.equal(text[0], 'differs: duration: 0.5 s in the baseline, 1 s in this run');
     assert.match(text[1]!, /^left out: operations\/s, subscriptions\/min, server peak RSS MB/);
     for (const [change, what] of [
@@ -280,7 +293,7 @@ export default async function (client, ctx) {
     ] as const) {
       const comparison = compareReports(report, copy(change));
       assert.deepEqual(comparison.changes, []);
-      const lines = compareText(comparison, 10).split('\n');
+      const lines = compareText(comparison, EVERY_MS).split('\n');
       assert.match(lines[0]!, what);
       assert.equal(lines.at(-1), 'not compared: the runs put different loads on the server');
     }
@@ -383,9 +396,13 @@ export default async function (client, ctx) {
       assert.match(noise.stdout, /insertTask p99 ms.*few timings$/m);
       report.measures.insertTask!.p50 = 0.001;
       writeFileSync(json, JSON.stringify(report));
-      const second = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=4', '--compare', json, '--threshold', '10']);
+      const second = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=4', '--compare', json, '--threshold', '10', '--threshold-ms', '0']);
       assert.equal(second.status, 1);
       assert.match(second.stdout, /insertTask p50 ms.*WORSE/);
+      // The same change, under a floor of a second: not counted.
+      const floored = await cli(['s1', '--url', tasks.url, '--rate', '5', '--duration', '1', '--param', 'tasks=4', '--compare', json, '--threshold', '10', '--threshold-ms', '1000']);
+      assert.equal(floored.status, 0, floored.stdout);
+      assert.match(floored.stdout, /insertTask p50 ms.*under 1000 ms$/m);
     });
 
     it('with --compare, says how the runs differ: a different duration before the table, a different load refused before running', async () => {

@@ -43,6 +43,7 @@ export const loadCommand: CommandSpec = {
     html: { type: 'string', value: '<file>', help: 'Write a self-contained HTML report with charts' },
     compare: { type: 'string', value: '<report.json>', help: 'Print how every figure changed against an earlier --json report of the same load (refused if the scenario, client, params, think time, rate or concurrency differ)' },
     threshold: { type: 'string', value: '<percent>', help: 'With --compare: exit 1 if any figure got this much worse (default 10); a percentile with fewer than 10 timings beyond it is not counted' },
+    'threshold-ms': { type: 'string', value: '<ms>', help: 'With --compare: a latency that moved less than this is not counted, whatever the percent (default 1; 0 counts every change)' },
   },
   details: [
     'Built-in scenarios (BENCHMARKS.md):',
@@ -172,7 +173,7 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
   checkOutput('json', parsed.values.json);
   checkOutput('html', parsed.values.html);
   if (TYPESCRIPT_FILE.test(settings.scenario)) await enableTypeScript(); // a scenario in TypeScript runs as written
-  const threshold = numberOption(parsed.values, 'threshold', 0, 1e6) ?? 10;
+  const judging = { percent: numberOption(parsed.values, 'threshold', 0, 1e6) ?? 10, floorMs: numberOption(parsed.values, 'threshold-ms', 0, 1e6) ?? 1 };
   const compare = parsed.values.compare;
   const baseline = typeof compare === 'string' ? readBaseline(compare) : undefined;
   if (baseline) {
@@ -221,8 +222,8 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
   let status = report.users.completed === 0 ? 1 : 0;
   if (baseline) {
     const comparison = compareReports(report, baseline);
-    process.stdout.write('\n' + compareText(comparison, threshold) + '\n');
-    if (comparison.changes.some((c) => verdict(c, threshold) === 'WORSE')) status = 1;
+    process.stdout.write('\n' + compareText(comparison, judging) + '\n');
+    if (comparison.changes.some((c) => verdict(c, judging) === 'WORSE')) status = 1;
   }
   return status;
 }

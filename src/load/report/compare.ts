@@ -28,6 +28,15 @@ export interface Change {
   worsePercent: number;
   /** A percentile with fewer than FEW_TIMINGS timings beyond it in either run: its change is noise, never marked. */
   fewTimings?: boolean;
+  /** A latency, in ms: a change of less than the floor (Judging.floorMs) is never marked. */
+  latency?: boolean;
+}
+
+/** What a change must exceed to be marked: a share of the baseline's value and, for a latency, a number of ms. */
+export interface Judging {
+  percent: number;
+  /** Sub-millisecond latencies move by tens of percent between identical runs: a change under this is not marked. */
+  floorMs: number;
 }
 
 export interface Comparison {
@@ -53,6 +62,7 @@ interface Figure {
   higherIsBetter: boolean;
   /** For a percentile: how many timings lie beyond it. */
   beyond?: number;
+  latency?: boolean;
 }
 
 function differ(out: Difference[], what: string, baseline: string, current: string, blocks = true): void {
@@ -90,7 +100,7 @@ export function differenceText(d: Difference): string {
 function figures(report: LoadReport): Figure[] {
   const out: Figure[] = [];
   for (const [name, s] of Object.entries(report.measures)) {
-    for (const [p, share] of [['p50', 0.5], ['p95', 0.05], ['p99', 0.01]] as const) out.push({ figure: `${name} ${p} ms`, value: s[p], higherIsBetter: false, beyond: s.count * share });
+    for (const [p, share] of [['p50', 0.5], ['p95', 0.05], ['p99', 0.01]] as const) out.push({ figure: `${name} ${p} ms`, value: s[p], higherIsBetter: false, beyond: s.count * share, latency: true });
   }
   out.push({ figure: 'operations/s', value: report.rates.operationsPerSecond, higherIsBetter: true });
   if (report.rates.subscriptionsPerMinute !== undefined) out.push({ figure: 'subscriptions/min', value: report.rates.subscriptionsPerMinute, higherIsBetter: true });
@@ -120,27 +130,37 @@ export function compareReports(current: LoadReport, baseline: LoadReport): Compa
     }
     const changePercent = then.value === 0 ? (now.value === 0 ? 0 : Infinity) : ((now.value - then.value) / Math.abs(then.value)) * 100;
     const fewTimings = Math.min(now.beyond ?? Infinity, then.beyond ?? Infinity) < FEW_TIMINGS;
-    changes.push({ figure: now.figure, baseline: then.value, current: now.value, changePercent, worsePercent: now.higherIsBetter ? -changePercent : changePercent, ...(fewTimings ? { fewTimings } : {}) });
+    changes.push({
+      figure: now.figure,
+      baseline: then.value,
+      current: now.value,
+      changePercent,
+      worsePercent: now.higherIsBetter ? -changePercent : changePercent,
+      ...(fewTimings ? { fewTimings } : {}),
+      ...(now.latency ? { latency: true } : {}),
+    });
   }
   return { differences, changes, leftOut };
 }
 
-/** How a change reads against the threshold: marked worse or better, noise of too few timings, or within it. */
-export function verdict(c: Change, thresholdPercent: number): 'WORSE' | 'better' | 'few timings' | '' {
-  if (Math.abs(c.worsePercent) <= thresholdPercent) return '';
+/** How a change reads against the threshold: marked worse or better, noise (too few timings, under the floor), or within it. */
+export function verdict(c: Change, judging: Judging): string {
+  if (Math.abs(c.worsePercent) <= judging.percent) return '';
   if (c.fewTimings) return 'few timings';
+  if (c.latency && Math.abs(c.current - c.baseline) < judging.floorMs) return `under ${judging.floorMs} ms`;
   return c.worsePercent > 0 ? 'WORSE' : 'better';
 }
 
-export function compareText({ differences, changes, leftOut }: Comparison, thresholdPercent: number): string {
+export function compareText({ differences, changes, leftOut }: Comparison, judging: Judging): string {
   const lines = differences.map((d) => `differs: ${differenceText(d)}`);
   if (differences.some((d) => d.blocks)) return [...lines, 'not compared: the runs put different loads on the server'].join('\n');
   if (leftOut.length) lines.push(`left out: ${leftOut.join(', ')} (they depend on a run's length)`);
   const rows = changes.map((c) => {
     const change = c.changePercent === Infinity ? 'from 0' : `${c.changePercent > 0 ? '+' : ''}${c.changePercent.toFixed(1)} %`;
-    return [c.figure, c.baseline.toFixed(2), c.current.toFixed(2), change, verdict(c, thresholdPercent)];
+    return [c.figure, c.baseline.toFixed(2), c.current.toFixed(2), change, verdict(c, judging)];
   });
-  lines.push(`compared with the baseline (a change worse or better than ${thresholdPercent} % is marked, unless a percentile has fewer than ${FEW_TIMINGS} timings beyond it):`);
+  const floor = judging.floorMs > 0 ? ` or a latency moved less than ${judging.floorMs} ms` : '';
+  lines.push(`compared with the baseline (a change worse or better than ${judging.percent} % is marked, unless a percentile has fewer than ${FEW_TIMINGS} timings beyond it${floor}):`);
   lines.push(textTable([['figure', 'baseline', 'this run', 'change', ''], ...rows]));
   return lines.join('\n');
 }
