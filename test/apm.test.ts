@@ -81,6 +81,9 @@ describe('APM on a real server', () => {
           await items.findOneAsync({ n: 3 });
           throw new Error('kaput in fails');
         },
+        refuses() {
+          throw new DDPError(403, 'Access denied');
+        },
         recent: (owner: unknown) => orders.find({ owner: owner as string }, { sort: { at: -1 }, limit: 10 }).fetchAsync(),
         byOwner: (owner: unknown) => orders.find({ owner: owner as string }).fetchAsync(),
         byOwnerStatus: (owner: unknown, status: unknown) => orders.find({ owner: owner as string, status: status as string }).fetchAsync(),
@@ -215,6 +218,12 @@ describe('APM on a real server', () => {
     assert.equal(snapshot.reports[0]!.methods.find((m) => m.name === 'fails')?.errors, 3);
     const span = exporter.getFinishedSpans().find((s) => s.name === 'perseid.method/fails')!;
     assert.equal(span.status.code, 2 /* ERROR */);
+    // A refusal (a Meteor.Error of a 4xx code) is the client's: its span keeps the exception, not an error status.
+    await assert.rejects(client.call('refuses'));
+    const refused = exporter.getFinishedSpans().find((s) => s.name === 'perseid.method/refuses')!;
+    assert.equal(refused.status.code, 0 /* UNSET */);
+    assert.equal(refused.attributes['error.type'], undefined);
+    assert.match(String(refused.events.find((e) => e.name === 'exception')?.attributes?.['exception.message']), /Access denied/);
   });
 
   it('counts subscriptions: ready time, initial documents and observer reuse', async () => {

@@ -57,8 +57,11 @@ export function endCallSpan(t: Trace): void {
   });
   if (t.error) {
     span.recordException({ name: 'Error', message: t.error.message, stack: t.error.stack });
-    span.setStatus({ code: SpanStatusCode.ERROR, message: t.error.message });
-    span.setAttribute('error.type', 'Error');
+    // As the conventions have it for a server's 4xx: the client's mistake or a refusal is not the server failing.
+    if (!t.clientError) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: t.error.message });
+      span.setAttribute('error.type', 'Error');
+    }
   }
   span.end();
 }

@@ -61,6 +61,12 @@ function activeMs(): number {
   return performance.eventLoopUtilization().active;
 }
 
+/** A Meteor.Error (sent to the client as is) with a 4xx code: Match failed (400), access denied (403), not found (404). */
+function isClientError(error: unknown): boolean {
+  const e = error as { isClientSafe?: unknown; error?: unknown } | null;
+  return typeof e === 'object' && e !== null && e.isClientSafe === true && typeof e.error === 'number' && e.error >= 400 && e.error < 500;
+}
+
 export class Trace {
   wait: number;
   db = 0;
@@ -69,6 +75,8 @@ export class Trace {
   total = 0;
   waitedOn = 0;
   error: { message: string; stack?: string } | undefined;
+  /** The error is the client's doing (a Meteor.Error of a 4xx code: a bad argument, a refusal), not the server's. */
+  clientError = false;
   /** The OpenTelemetry span of this call, when an SDK records spans. */
   span: Span | undefined;
   finished = false;
@@ -125,6 +133,7 @@ export class Trace {
     this.total = now - this.arrived;
     if (error !== undefined) {
       this.error = errorText(error);
+      this.clientError = isClientError(error);
       this.push({ type: 'error', at: this.total, duration: 0, message: this.error.message });
     }
     this.finished = true;
