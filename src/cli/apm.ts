@@ -123,7 +123,7 @@ export function topScreen(v: DashboardView): string {
     out.push('', 'Servers');
     out.push(...table(['server', 'sessions', 'CPU %', 'delay ms', 'RSS MB', 'methods/s', 'p95 ms'], v.servers.map((s) => [s.server, s.sessions, f(s.cpuPercent), f(s.lagMs), f(s.memoryMb, 0), f(s.methodsPerSec), f(s.methodP95Ms)])));
   }
-  out.push('', 'Methods (recent)');
+  out.push('', 'Methods (/s and percentiles: the last 30 to 60 s; calls, errors and mean ms of wait to waitedOn: since start)');
   out.push(...table(['method', 'calls', 'errors', '/s', 'p50', 'p95', 'p99', 'wait', 'db', 'async', 'compute', 'waitedOn'], v.methods.slice(0, 15).map((m) => [m.name, m.calls, m.errors, f(m.rate, 2), f(m.p50), f(m.p95), f(m.p99), f(m.breakdown.wait), f(m.breakdown.db), f(m.breakdown.async), f(m.breakdown.compute), f(m.breakdown.waitedOn)])));
   out.push('', 'Publications');
   out.push(

@@ -123,7 +123,7 @@ const BODY = `
 <section class="charts">
 <div id="c-throughput"></div><div id="c-latency"></div><div id="c-ready"></div><div id="c-cpu"></div><div id="c-memory"></div><div id="c-loop"></div>
 </section>
-<h2>Methods</h2><div id="t-methods"></div>
+<h2>Methods</h2><p class="legend">calls/s and percentiles over the last 30 to 60 s; calls, errors and the mean ms per call of wait, db, async, compute and waitedOn since start</p><div id="t-methods"></div>
 <h2>Publications</h2><div id="t-pubs"></div>
 <h2>Live queries</h2><div id="t-live"></div>
 <h2>Traffic</h2><div id="t-traffic"></div>
