@@ -289,6 +289,22 @@ describe('per-connection caps', () => {
     }, 'a connection from the same address to be accepted again');
     for (const peer of [...three, elsewhere, again!]) peer.close();
   });
+
+  it('counts an IPv6 client by its /64: one host is given 2^64 addresses', async () => {
+    const from = (address: string) => RawPeer.open(t.wsUrl, { headers: { 'x-forwarded-for': address } });
+    const three = await Promise.all(['2001:db8:7:7::1', '2001:db8:7:7::2', '2001:db8:7:7:ffff:1:2:3'].map(from));
+    for (const peer of three) {
+      peer.send({ msg: 'connect', version: '1', support: ['1'] });
+      assert.equal((await peer.next()).msg, 'connected');
+    }
+    const fourth = await from('2001:db8:7:7:abcd::9');
+    assert.deepEqual(await fourth.next(), { msg: 'error', reason: 'Too many connections from your address (the limit is 3)' });
+    await fourth.waitClosed();
+    const otherNetwork = await from('2001:db8:7:8::1');
+    otherNetwork.send({ msg: 'connect', version: '1', support: ['1'] });
+    assert.equal((await otherNetwork.next()).msg, 'connected');
+    for (const peer of [...three, otherNetwork]) peer.close();
+  });
 });
 
 describe('fairness (a real server process)', () => {

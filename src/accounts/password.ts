@@ -13,6 +13,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type * as Argon2 from '@node-rs/argon2';
 import bcrypt from 'bcryptjs';
 import { FairQueue } from '../fair-queue.js';
+import { addressGroup } from '../server/address-group.js';
 import { Match, type Pattern } from '../validation/check.js';
 
 /** What a client may send as a password: the plain string, or `{digest, algorithm: 'sha-256'}`. */
@@ -59,11 +60,16 @@ const bcryptTurns = new FairQueue();
 
 /** `from`: the client address the hash is for (undefined: the server's own work), which takes turns with the others. */
 export function hashPassword(password: PasswordInput, rounds = DEFAULT_BCRYPT_ROUNDS, from?: string): Promise<string> {
-  return bcryptTurns.run(from ?? '', () => bcrypt.hash(passwordDigest(password), rounds));
+  return bcryptTurns.run(turnOf(from), () => bcrypt.hash(passwordDigest(password), rounds));
 }
 
 export function checkPassword(password: PasswordInput, hash: string, from?: string): Promise<boolean> {
-  return bcryptTurns.run(from ?? '', () => bcrypt.compare(passwordDigest(password), hash));
+  return bcryptTurns.run(turnOf(from), () => bcrypt.compare(passwordDigest(password), hash));
+}
+
+/** Whose turn a hash is: the client's address group (an IPv6 /64), or '' for the server's own. */
+function turnOf(from: string | undefined): string {
+  return from === undefined ? '' : addressGroup(from);
 }
 
 /** Rounds a stored hash was made with (`$2b$10$...` → 10); NaN for something else. */

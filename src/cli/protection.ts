@@ -32,7 +32,7 @@ export const protectionOptions: Record<string, OptionSpec> = {
     type: 'string',
     env: 'PERSEID_MAX_CONNECTIONS_PER_ADDRESS',
     value: '<n>',
-    help: 'Connections from one client address, 0 for no limit (default 1000; behind proxies set HTTP_FORWARDED_COUNT)',
+    help: 'Connections from one client address (an IPv6 /64), 0 for no limit (default 1000; behind proxies set HTTP_FORWARDED_COUNT)',
   },
   'resume-grace-ms': {
     type: 'string',

@@ -2,8 +2,11 @@
  * Connections per client address: one machine (or one script) cannot take
  * every connection the server can hold. Behind proxies the address is the
  * forwarded one (HTTP_FORWARDED_COUNT); without that setting every client
- * behind a proxy shares the proxy's address, and so this limit.
+ * behind a proxy shares the proxy's address, and so this limit. An IPv6
+ * client is its /64 (see address-group.ts), here and below.
  */
+import { addressGroup } from './address-group.js';
+
 export class AddressLimit {
   private readonly counts = new Map<string, number>();
 
@@ -13,17 +16,19 @@ export class AddressLimit {
   /** Takes a place for `address`; false when it already has `limit` connections. */
   take(address: string | undefined): boolean {
     if (this.limit === 0 || address === undefined) return true;
-    const count = this.counts.get(address) ?? 0;
+    const client = addressGroup(address);
+    const count = this.counts.get(client) ?? 0;
     if (count >= this.limit) return false;
-    this.counts.set(address, count + 1);
+    this.counts.set(client, count + 1);
     return true;
   }
 
   release(address: string | undefined): void {
     if (this.limit === 0 || address === undefined) return;
-    const count = (this.counts.get(address) ?? 0) - 1;
-    if (count > 0) this.counts.set(address, count);
-    else this.counts.delete(address);
+    const client = addressGroup(address);
+    const count = (this.counts.get(client) ?? 0) - 1;
+    if (count > 0) this.counts.set(client, count);
+    else this.counts.delete(client);
   }
 }
 
@@ -43,8 +48,9 @@ export class WaitingPerAddress<T> {
   /** Adds `item`; returns the oldest waiting from `address` when that passes the limit (for the caller to end). */
   add(address: string | undefined, item: T): T | undefined {
     if (this.limit === 0 || address === undefined) return undefined;
-    let items = this.waiting.get(address);
-    if (!items) this.waiting.set(address, (items = new Set()));
+    const client = addressGroup(address);
+    let items = this.waiting.get(client);
+    if (!items) this.waiting.set(client, (items = new Set()));
     items.add(item);
     if (items.size <= this.limit) return undefined;
     const [oldest] = items;
@@ -53,8 +59,9 @@ export class WaitingPerAddress<T> {
 
   delete(address: string | undefined, item: T): void {
     if (address === undefined) return;
-    const items = this.waiting.get(address);
+    const client = addressGroup(address);
+    const items = this.waiting.get(client);
     if (!items?.delete(item)) return;
-    if (items.size === 0) this.waiting.delete(address);
+    if (items.size === 0) this.waiting.delete(client);
   }
 }
