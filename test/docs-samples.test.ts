@@ -196,9 +196,10 @@ const RUNS: Record<string, () => Promise<void>> = {
       for (let i = 0; i < 3; i++) await client.call('addNote', `apm ${i}`);
       const { readApm } = await sample<{ readApm(url: string): Promise<{ slowest?: string; advice: string[]; instances: number | null }> }>('docs/samples/monitoring/apm.ts');
       const figures = await readApm(t.url);
-      assert.equal(figures.slowest, 'addNote');
-      assert.ok(Array.isArray(figures.advice));
-      assert.equal(typeof figures.instances, 'number', 'with a session open there is a plan');
+      const seen = JSON.stringify(figures);
+      assert.equal(figures.slowest, 'addNote', seen);
+      assert.ok(Array.isArray(figures.advice), seen);
+      assert.equal(typeof figures.instances, 'number', `with a session open there is a plan: ${seen}`);
     }),
   'docs/samples/monitoring/tracing.ts': async () => {
     // A loopback OTLP receiver stands in for the collector; the sample's exporter reads its URL from the environment.
