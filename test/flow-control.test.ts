@@ -307,6 +307,40 @@ describe('per-connection caps', () => {
   });
 });
 
+describe('the server-wide subscription budget', () => {
+  it('refuses a subscription past the limit over all connections with SERVER_SUBSCRIPTION_LIMIT, and frees places on unsub and on close', async () => {
+    const t = await startServer((server) => server.publish('p', function () {
+      this.ready();
+    }), { maxTotalSubscriptions: 4 });
+    try {
+      const [a, b] = await Promise.all([RawPeer.connected(t.wsUrl, '1'), RawPeer.connected(t.wsUrl, '1')]);
+      const sub = async (peer: RawPeer, id: string) => {
+        peer.send({ msg: 'sub', id, name: 'p' });
+        return peer.next((m) => (m.msg === 'ready' && (m.subs as string[]).includes(id)) || (m.msg === 'nosub' && m.id === id));
+      };
+      for (const [peer, id] of [[a, 'a1'], [a, 'a2'], [b, 'b1'], [b, 'b2']] as const) assert.equal((await sub(peer, id)).msg, 'ready');
+      const refused = await sub(a, 'a3');
+      assert.deepEqual(refused.error, {
+        isClientSafe: true,
+        error: 503,
+        reason: 'The server holds as many subscriptions as it may (the limit is 4): try again later',
+        message: 'The server holds as many subscriptions as it may (the limit is 4): try again later [503]',
+        errorType: 'Meteor.Error',
+      });
+      a.send({ msg: 'unsub', id: 'a1' });
+      await a.next((m) => m.msg === 'nosub' && m.id === 'a1');
+      assert.equal((await sub(b, 'b3')).msg, 'ready');
+      assert.equal((await sub(a, 'a4')).msg, 'nosub');
+      // A connection that closes gives back its places (one that drops holds them while its session waits to resume).
+      b.close();
+      await eventually(async () => (await sub(a, `a-${Math.random()}`)).msg === 'ready', 'places freed by the closed connection');
+      a.close();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('fairness (a real server process)', () => {
   let server: PerseidProcess;
   let dir: string;

@@ -22,6 +22,12 @@ export const protectionOptions: Record<string, OptionSpec> = {
     help: 'Unsent output over all clients past which those holding the most are held back, then dropped (default 256MiB, or a quarter of the heap limit when less)',
   },
   'max-subscriptions': { type: 'string', env: 'PERSEID_MAX_SUBSCRIPTIONS', value: '<n>', help: 'Subscriptions one connection may hold (default 1000)' },
+  'max-total-subscriptions': {
+    type: 'string',
+    env: 'PERSEID_MAX_TOTAL_SUBSCRIPTIONS',
+    value: '<n>',
+    help: 'Subscriptions over all connections of a process (default one per 8 KiB of the heap limit: 262144 for 2 GiB)',
+  },
   'max-queued-messages': {
     type: 'string',
     env: 'PERSEID_MAX_QUEUED_MESSAGES',
@@ -74,6 +80,7 @@ export function readProtection(values: Parsed['values']): ServerOptions {
     maxBufferedBytes: bytesOption(values, 'max-buffered'),
     maxTotalBufferedBytes: bytesOption(values, 'max-total-buffered'),
     maxSubscriptionsPerConnection: integerOption(values, 'max-subscriptions', 1, 1_000_000),
+    maxTotalSubscriptions: integerOption(values, 'max-total-subscriptions', 1, 100_000_000),
     maxQueuedMessages: integerOption(values, 'max-queued-messages', 1, 10_000_000),
     maxConnectionsPerAddress: integerOption(values, 'max-connections-per-address', 0, 10_000_000),
     resumeGracePeriod: integerOption(values, 'resume-grace-ms', 0, 3_600_000),

@@ -15,6 +15,7 @@ import { ProtocolErrors } from '../ddp/messages.js';
 import { createLogger, type Logger } from '../log.js';
 import { parseAllowedOrigins, type AllowedOrigins } from '../transport/origins.js';
 import { AddressLimit, WaitingPerAddress } from './address-limit.js';
+import { defaultTotalSubscriptions, SubscriptionBudget } from './subscription-budget.js';
 import { clientAddress, forwardedCountFromEnv } from './connection-handle.js';
 import type { ConnectionRouter } from './connection-router.js';
 import { FrontDoor } from './front-door.js';
@@ -62,6 +63,8 @@ export interface ServerOptions {
   maxTotalBufferedBytes?: number;
   /** Subscriptions one connection may hold (default 1000); more get `nosub` with an error. */
   maxSubscriptionsPerConnection?: number;
+  /** Subscriptions over every connection (default: one per 8 KiB of the heap limit); more get `nosub` with an error. */
+  maxTotalSubscriptions?: number;
   /** Messages one connection may have waiting to run (default 10000); past it the client gets an error and is dropped. */
   maxQueuedMessages?: number;
   /**
@@ -162,6 +165,7 @@ export class PerseidServer implements SessionServer {
   /** A cluster's balancer, when this server routes new clients: its view of every server goes into /metrics. */
   private router: ConnectionRouter | undefined;
   private readonly addressLimit: AddressLimit;
+  readonly subscriptionBudget: SubscriptionBudget;
   private readonly waitingPerAddress: WaitingPerAddress<Session>;
   /** Refusals by address since the last warning about them (at most one a minute: a refused script retries fast). */
   private refusedSinceWarning = 0;
@@ -193,6 +197,7 @@ export class PerseidServer implements SessionServer {
       resumeTailBytes: options.resumeTailBytes ?? 4 * 1024,
     };
     this.resumeMaxSessions = options.resumeMaxSessions ?? 10000;
+    this.subscriptionBudget = new SubscriptionBudget(options.maxTotalSubscriptions ?? defaultTotalSubscriptions(), this.log);
     this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
     this.waitingPerAddress = new WaitingPerAddress(this.addressLimit.limit);
     const compression = options.compression === false ? false : { ...DEFAULT_COMPRESSION, ...options.compression };

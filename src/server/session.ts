@@ -47,6 +47,7 @@ import { ParkedSocket } from './parked-socket.js';
 import { ResumeLog } from './resume-log.js';
 import { methodTimes, sessionMetrics } from './server-metrics.js';
 import { Subscription, type PublishHandler, type SubscriptionHost } from './subscription.js';
+import type { SubscriptionBudget } from './subscription-budget.js';
 
 export interface SessionSettings {
   heartbeatInterval: number;
@@ -78,6 +79,7 @@ export interface SessionSettings {
 
 /** A subscription beyond the connection's limit. */
 const TOO_MANY_SUBSCRIPTIONS = defineError('TOO_MANY_SUBSCRIPTIONS', 429, 'Too many subscriptions on one connection (the limit is {limit})', ['nosub']);
+const SERVER_SUBSCRIPTION_LIMIT = defineError('SERVER_SUBSCRIPTION_LIMIT', 503, 'The server holds as many subscriptions as it may (the limit is {limit}): try again later', ['nosub']);
 
 /**
  * Arguments a method or publication may be called with: they are spread into
@@ -107,6 +109,8 @@ export interface SessionServer {
   readonly outputBudget: OutputBudget;
   /** The server-wide budget of incoming bytes, which the messages waiting in a session's queue count in. */
   readonly inputBudget: InputBudget;
+  /** The server-wide budget of subscriptions, which each subscription a session holds counts in. */
+  readonly subscriptionBudget: SubscriptionBudget;
   sessionOpened(session: Session): void;
   sessionClosed(session: Session): void;
   /** The session's client went away; the session waits for it (the server bounds how many wait). */
@@ -278,6 +282,7 @@ export class Session implements SubscriptionHost, InputHolder {
   subscriptionStopped(subscription: Subscription): void {
     if (subscription.id !== undefined && this.subscriptions.get(subscription.id) === subscription) {
       this.subscriptions.delete(subscription.id);
+      this.server.subscriptionBudget.release();
     }
     this.universal = this.universal.filter((s) => s !== subscription);
   }
@@ -603,6 +608,10 @@ export class Session implements SubscriptionHost, InputHolder {
       this.send({ msg: 'nosub', id: message.id, error: this.refusal(error, message.name).toJSON() });
       return;
     }
+    if (!this.server.subscriptionBudget.take()) {
+      this.send({ msg: 'nosub', id: message.id, error: SERVER_SUBSCRIPTION_LIMIT({ limit: this.server.subscriptionBudget.limit }).toJSON() });
+      return;
+    }
     sessionMetrics.subscriptions.inc();
     const trace = apm.subStarted(message.name, arrived, this.id, this.userId);
     this.blocking = trace;
@@ -755,6 +764,7 @@ export class Session implements SubscriptionHost, InputHolder {
       this.current.close();
     }
     for (const subscription of [...this.subscriptions.values(), ...this.universal]) subscription.deactivate(false);
+    this.server.subscriptionBudget.release(this.subscriptions.size);
     this.subscriptions.clear();
     this.universal = [];
     for (const callback of this.closeCallbacks.splice(0)) {
