@@ -160,6 +160,21 @@ describe('the chat example in headless Chromium', { skip }, () => {
     assert.equal(await alice.isVisible('#load-earlier'), false);
   });
 
+  it('shows no error when rooms are switched faster than the server answers', async () => {
+    await alice.goto(`${t.url}#general`);
+    await message(alice, 'hello from alice').waitFor();
+    // Two taps within one task: the first room's subscription is stopped before the server can make it ready.
+    await alice.evaluate(() => {
+      for (const name of ['random', 'general']) {
+        location.hash = name;
+        window.dispatchEvent(new HashChangeEvent('hashchange'));
+      }
+    });
+    await message(alice, 'hello from alice').waitFor();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(await alice.isVisible('#error'), false, `error shown: ${await alice.locator('#error').textContent()}`);
+  });
+
   it('keeps the login across a reload', async () => {
     await alice.goto(`${t.url}#general`);
     await alice.waitForFunction(() => document.querySelector('#who')?.textContent === 'alice');

@@ -25,21 +25,33 @@ client.methods({
 let room = decodeURIComponent(location.hash.slice(1)) || 'general';
 let limit = PAGE;
 let messagesSub;
+/** Subscriptions the newest one replaces, kept until it is ready (or the room changes). */
+const replacedSubs = new Set();
 let errorTimer;
 
 client.subscribe('rooms');
 client.subscribe('presence');
 client.subscribe('unreadCounts');
 
-function subscribeMessages(keepPrevious) {
-  const previous = messagesSub;
-  messagesSub = client.subscribe('messages', room, limit);
+function stopReplacedSubs() {
+  for (const sub of replacedSubs) sub.stop();
+  replacedSubs.clear();
+}
+
+function subscribeMessages(keepShown) {
+  if (messagesSub) replacedSubs.add(messagesSub);
   // Loading earlier messages keeps the shown ones until the longer list is in: no flicker.
-  if (previous && !keepPrevious) previous.stop();
-  messagesSub.ready.then(() => {
-    if (keepPrevious) previous?.stop();
-    render();
-  }, showError);
+  if (!keepShown) stopReplacedSubs();
+  const sub = (messagesSub = client.subscribe('messages', room, limit));
+  sub.ready.then(
+    () => {
+      if (sub !== messagesSub) return;
+      stopReplacedSubs();
+      render();
+    },
+    // A subscription the page replaced ends unready when stopped (a quick room switch): not an error to show.
+    (error) => sub === messagesSub && showError(error),
+  );
 }
 
 function openRoom(name) {
