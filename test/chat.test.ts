@@ -175,6 +175,13 @@ describe('the chat example in headless Chromium', { skip }, () => {
     assert.equal(await alice.isVisible('#error'), false, `error shown: ${await alice.locator('#error').textContent()}`);
   });
 
+  it('opens general from a link whose room part is not valid percent-encoding', async () => {
+    await alice.goto('about:blank'); // a load, not a same-document hash change
+    await alice.goto(`${t.url}#50%`);
+    await alice.waitForSelector('#room-title >> text=# general', { timeout: 5000 });
+    await message(alice, 'hello from alice').waitFor();
+  });
+
   it('keeps the login across a reload', async () => {
     await alice.goto(`${t.url}#general`);
     await alice.waitForFunction(() => document.querySelector('#who')?.textContent === 'alice');

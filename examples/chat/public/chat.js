@@ -22,7 +22,16 @@ client.methods({
   },
 });
 
-let room = decodeURIComponent(location.hash.slice(1)) || 'general';
+/** The room the address names; general for none, or for a hand-made one that is not valid percent-encoding. */
+function roomInAddress() {
+  try {
+    return decodeURIComponent(location.hash.slice(1)) || 'general';
+  } catch {
+    return 'general';
+  }
+}
+
+let room = roomInAddress();
 let limit = PAGE;
 let messagesSub;
 /** Subscriptions the newest one replaces, kept until it is ready (or the room changes). */
@@ -203,7 +212,7 @@ client.on('status', (status) => {
   $('status').textContent = status === 'waiting' ? 'reconnecting…' : status;
 });
 document.addEventListener('visibilitychange', () => markRead());
-window.addEventListener('hashchange', () => openRoom(decodeURIComponent(location.hash.slice(1)) || 'general'));
+window.addEventListener('hashchange', () => openRoom(roomInAddress()));
 
 // ---- actions ----
 
