@@ -184,6 +184,10 @@ describe('the chat example in headless Chromium', { skip }, () => {
 
   it('keeps the login across a reload', async () => {
     await alice.goto(`${t.url}#general`);
+    const loaded = await alice.evaluate(() => performance.timeOrigin);
+    // goto to another #room only changes the hash in the same document: reload() loads the page again.
+    await alice.reload();
+    assert.notEqual(await alice.evaluate(() => performance.timeOrigin), loaded, 'the page was loaded again');
     await alice.waitForFunction(() => document.querySelector('#who')?.textContent === 'alice');
     await message(alice, 'hello from alice').waitFor();
     assert.equal(await alice.isEnabled('#message'), true);
