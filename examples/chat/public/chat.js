@@ -18,7 +18,10 @@ const $ = (id) => document.getElementById(id);
 client.methods({
   sendMessage({ group, message }) {
     const user = accounts.user();
-    messages.insert({ group, text: message, user: client.userId() ?? 'me', username: user?.username, at: new Date(), pending: true });
+    // After the newest message even where this device's clock is behind the server's: shown at once, at the bottom.
+    const [newest] = messages.find({ group }, { sort: { at: -1 }, limit: 1 });
+    const at = new Date(Math.max(Date.now(), (newest?.at.getTime() ?? 0) + 1));
+    messages.insert({ group, text: message, user: client.userId() ?? 'me', username: user?.username, at, pending: true });
   },
 });
 
