@@ -15,7 +15,7 @@ export type { ChangeSource, ChangeEvent } from './data/change-source.js';
 export { EJSON, type EJSONCustomType } from './ddp/ejson.js';
 export { DDPError } from './ddp/errors.js';
 export { ObjectID } from './ddp/object-id.js';
-export { Random } from './ddp/random.js';
+export { Random, collectionIdSequence } from './ddp/random.js';
 export { Jobs, JobError, JOBS_COLLECTION, type EnqueueOptions, type JobsStartOptions, type JobContext, type JobFunction, type JobOptions, type ScheduleOptions, type JobRun, type AttemptRecord, type RunStatus } from './jobs/index.js';
 export { metrics } from './metrics/registry.js';
 export { createLogger, setLogLevel, type Logger, type LogLevel } from './log.js';

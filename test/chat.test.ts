@@ -160,8 +160,64 @@ describe('the chat example in headless Chromium', { skip }, () => {
     assert.equal(await alice.isVisible('#load-earlier'), false);
   });
 
+  it('shows her own message at once, at the bottom, from a device whose clock is behind the server', async () => {
+    const late = await browser.newContext();
+    contexts.push(late);
+    await late.addInitScript(() => {
+      // This device's clock: ten minutes behind.
+      const Real = Date;
+      const now = () => Real.now() - 10 * 60 * 1000;
+      globalThis.Date = class extends Real {
+        constructor(...args: unknown[]) {
+          if (args.length === 0) super(now());
+          else super(...(args as [number]));
+        }
+        static override now(): number {
+          return now();
+        }
+      } as DateConstructor;
+    });
+    const page = await late.newPage();
+    page.on('pageerror', (error) => pageErrors.push(`late clock: ${error.message}`));
+    await page.goto(`${t.url}#busy`); // 60 messages of the last minute (the test before)
+    await page.waitForFunction(() => document.querySelectorAll('#messages li').length === 50);
+    await signUp(page, 'carol');
+    hold.holding = true;
+    await send(page, 'from a late clock');
+    await message(page, 'from a late clock').and(page.locator('li.pending')).waitFor({ timeout: 5000 });
+    assert.equal(await page.locator('#messages li').last().locator('.text').textContent(), 'from a late clock');
+    hold.release();
+    await message(page, 'from a late clock').and(page.locator('li:not(.pending)')).waitFor();
+  });
+
+  it('shows no error when rooms are switched faster than the server answers', async () => {
+    await alice.goto(`${t.url}#general`);
+    await message(alice, 'hello from alice').waitFor();
+    // Two taps within one task: the first room's subscription is stopped before the server can make it ready.
+    await alice.evaluate(() => {
+      for (const name of ['random', 'general']) {
+        location.hash = name;
+        window.dispatchEvent(new HashChangeEvent('hashchange'));
+      }
+    });
+    await message(alice, 'hello from alice').waitFor();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(await alice.isVisible('#error'), false, `error shown: ${await alice.locator('#error').textContent()}`);
+  });
+
+  it('opens general from a link whose room part is not valid percent-encoding', async () => {
+    await alice.goto('about:blank'); // a load, not a same-document hash change
+    await alice.goto(`${t.url}#50%`);
+    await alice.waitForSelector('#room-title >> text=# general', { timeout: 5000 });
+    await message(alice, 'hello from alice').waitFor();
+  });
+
   it('keeps the login across a reload', async () => {
     await alice.goto(`${t.url}#general`);
+    const loaded = await alice.evaluate(() => performance.timeOrigin);
+    // goto to another #room only changes the hash in the same document: reload() loads the page again.
+    await alice.reload();
+    assert.notEqual(await alice.evaluate(() => performance.timeOrigin), loaded, 'the page was loaded again');
     await alice.waitForFunction(() => document.querySelector('#who')?.textContent === 'alice');
     await message(alice, 'hello from alice').waitFor();
     assert.equal(await alice.isEnabled('#message'), true);

@@ -1,7 +1,8 @@
 /**
  * AccountsClient over a real server with accounts: the login survives a
  * reconnect to a new session (the server forgot it; the client logs in again
- * with its token), with a storage and without one.
+ * with its token), with a storage and without one; and says logged out when
+ * the token it shares with another tab is gone.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -58,4 +59,22 @@ describe('AccountsClient', () => {
       assert.equal(await client.call('whoami'), id, 'the server knows the user again');
     });
   }
+
+  it('says logged out when another client sharing its storage (another tab) logged out', { timeout: 10000 }, async () => {
+    const storage = new MapStorage();
+    const [first, second] = [new DDPClient(t.url), new DDPClient(t.url)];
+    clients.push(first, second);
+    const tab = new AccountsClient(first, storage);
+    const id = await tab.createUser({ username: 'two-tabs', password: 'pw' });
+    const otherTab = new AccountsClient(second, storage);
+    const loggedOut = new Promise<void>((resolve) => otherTab.on('logout', resolve));
+    await second.connect();
+    assert.equal(await second.call('whoami'), id, 'the second tab resumed with the stored token');
+    assert.equal(otherTab.userId(), id);
+    // The server closes the other tab's connection (its token is gone); it comes back with no token to resume with.
+    await tab.logout();
+    await loggedOut;
+    assert.equal(otherTab.userId(), null);
+    assert.equal(await second.call('whoami'), null);
+  });
 });

@@ -17,6 +17,7 @@ import {
 import type * as BrowserClient from '../src/client/index.js';
 import { createServer } from '../src/server/app.js';
 import { FAST_BACKOFF, Peer, connected, nextEvent, recordChanges, scenario, summary, track, withLimit, type Json } from './client-peer.js';
+import { eventually } from './processes.js';
 
 describe('client URLs', () => {
   it('turns site and ws URLs into the WebSocket endpoint', () => {
@@ -448,6 +449,56 @@ describe('client reconnect', () => {
     } finally {
       client.disconnect();
       await second?.close();
+    }
+  });
+
+  it('reloads the page for a new version only once no call is outstanding: a call queued during the restart is not lost', async () => {
+    const first = createServer({ clientVersion: 'v1' });
+    const { port } = await first.listen(0, '127.0.0.1');
+    const reloads: string[] = [];
+    const location = Object.getOwnPropertyDescriptor(globalThis, 'location');
+    // What hotCodePush 'reload' reloads in a page.
+    Object.defineProperty(globalThis, 'location', { configurable: true, value: { reload: () => reloads.push(client.status) } });
+    const client = new DDPClient(`ws://127.0.0.1:${port}`, { heartbeatInterval: 0, hotCodePush: 'reload' });
+    client.on('error', () => undefined);
+    const version = () => client.collection<{ version: string }>('perseid_autoupdate').findOne('version')?.version;
+    let second: ReturnType<typeof createServer> | undefined;
+    let release = () => undefined as void;
+    try {
+      await client.connect();
+      await eventually(() => version() === 'v1', 'the first version');
+      await first.close({ restarting: true });
+      // Made while the server restarts, as a page's login resume (a wait call) and a message typed meanwhile.
+      const resumed = client.apply('resume', [], { wait: true });
+      const sent = client.call('send', 'typed during the restart');
+      sent.catch(() => undefined); // awaited below; a failed assertion disconnects first
+      second = createServer({ clientVersion: 'v2' });
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const received: unknown[] = [];
+      second.methods({
+        resume: () => 'resumed',
+        async send(text: unknown) {
+          received.push(text);
+          await held;
+          return 'stored';
+        },
+      });
+      await second.listen(port, '127.0.0.1');
+      assert.equal(await resumed, 'resumed');
+      await eventually(() => received.length === 1, 'the message reaching the new server');
+      await eventually(() => version() === 'v2', 'the new version');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.deepEqual(reloads, [], 'no reload while the message has no answer');
+      release();
+      assert.equal(await sent, 'stored');
+      await eventually(() => reloads.length === 1, 'the reload');
+    } finally {
+      release();
+      client.disconnect();
+      await first.close();
+      await second?.close();
+      if (location) Object.defineProperty(globalThis, 'location', location);
+      else Reflect.deleteProperty(globalThis, 'location');
     }
   });
 

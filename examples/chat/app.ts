@@ -9,7 +9,7 @@
  * `sendMessage({group, message})`, which does exactly one insert for them.
  */
 import { fileURLToPath } from 'node:url';
-import { Collection, DDPError, Random, type PerseidServer } from 'perseid';
+import { Collection, DDPError, Random, collectionIdSequence, type PerseidServer } from 'perseid';
 import { accounts } from 'perseid/accounts';
 
 export interface Message {
@@ -113,14 +113,22 @@ export function createChat(options: ChatOptions = {}) {
     server.methods({
       async sendMessage(args: unknown) {
         const { group, message } = (args ?? {}) as Record<string, unknown>;
-        const doc: Omit<Message, '_id'> = { group: text(group, 'group', 100), text: text(message, 'message', 2000), user: this.userId ?? aliasOf(this.connection.id), at: new Date() };
+        // The id the page's stub gave the message (the insert below would draw the same one).
+        const _id = this.randomStream ? collectionIdSequence(this.randomStream, 'messages').id() : Random.id();
+        const doc: Message = { _id, group: text(group, 'group', 100), text: text(message, 'message', 2000), user: this.userId ?? aliasOf(this.connection.id), at: new Date() };
         await options.beforeSend?.({ group: doc.group, text: doc.text });
         if (BLOCKED.test(doc.text)) throw new DDPError(400, 'Message refused: it looks like spam');
         if (this.userId) {
           const user = await users.users.findOneAsync({ _id: this.userId }, { fields: { username: 1, emails: 1 } });
           doc.username = user?.username ?? user?.emails?.[0]?.address;
         }
-        return Messages.insertAsync(doc);
+        try {
+          return await Messages.insertAsync(doc);
+        } catch (error) {
+          // A client re-sends a call whose answer it lost on its next session: the message is stored already, and that is its answer.
+          if ((error as { code?: unknown }).code === 11000) return _id;
+          throw error;
+        }
       },
       async createRoom(name: unknown) {
         if (!this.userId) throw new DDPError(401, 'Log in to create a room');

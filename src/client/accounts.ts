@@ -7,7 +7,8 @@
  * its expiry, and sent as `{resume: token}` first thing on every new session,
  * so a reload or a reconnect stays logged in. Login calls are `wait` calls,
  * as in Meteor: the page never shows the subscriptions half re-run for the new
- * user. A token the server no longer knows logs the client out.
+ * user. A token the server no longer knows logs the client out, and so does
+ * a new session with no token in the storage (another tab logged out).
  */
 import type { DDPClient } from './client.js';
 import { Emitter } from './emitter.js';
@@ -133,7 +134,12 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
 
   private resume(): Promise<void> | undefined {
     const token = this.storage.getItem(this.tokenKey);
-    if (!token) return undefined;
+    // A new session without a token is logged out: another tab sharing the storage logged out (its
+    // logout closed this connection), and the page must not go on showing the user.
+    if (!token) {
+      this.loggedOut();
+      return undefined;
+    }
     const expires = Number(this.storage.getItem(this.expiresKey));
     if (expires && expires <= Date.now()) {
       this.loggedOut();

@@ -147,7 +147,8 @@ export class DDPClient extends Emitter<ClientEvents> {
     if (hotCodePush) {
       watchVersion(this, (version) => {
         this.emit('newVersion', version);
-        if (hotCodePush === 'reload') reloadPage();
+        // Not while a call is outstanding, as Meteor's client: a message typed during the restart would go with the page.
+        if (hotCodePush === 'reload') this.calls.whenIdle(reloadPage);
       });
     }
     if (this.settings.autoConnect) void this.connect();

@@ -62,6 +62,7 @@ export class MethodTracker {
   private readonly invocations = new Map<string, Invocation>();
   /** The first block is in flight; the others wait for it. */
   private blocks: Block[] = [];
+  private idleCallbacks: Array<() => void> = [];
 
   /** The id the next call gets (its stub runs before the call is added). */
   reserveId(): string {
@@ -189,6 +190,18 @@ export class MethodTracker {
     this.invocations.clear();
     this.blocks = [];
     for (const invocation of invocations) invocation.settle.reject(error);
+    this.notifyIfIdle();
+  }
+
+  /** Calls `callback` once no call is outstanding: at once if none is. */
+  whenIdle(callback: () => void): void {
+    this.idleCallbacks.push(callback);
+    this.notifyIfIdle();
+  }
+
+  private notifyIfIdle(): void {
+    if (this.invocations.size > 0) return;
+    for (const callback of this.idleCallbacks.splice(0)) callSafely(callback);
   }
 
   private finishIfDone(invocation: Invocation): void {
@@ -203,5 +216,6 @@ export class MethodTracker {
     else invocation.settle.resolve(outcome.result);
     // The block in flight is done when all its calls are: the next one goes out.
     while (this.blocks[0]?.calls.every((call) => call.finished)) this.blocks.shift();
+    this.notifyIfIdle();
   }
 }

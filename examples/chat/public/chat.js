@@ -18,28 +18,52 @@ const $ = (id) => document.getElementById(id);
 client.methods({
   sendMessage({ group, message }) {
     const user = accounts.user();
-    messages.insert({ group, text: message, user: client.userId() ?? 'me', username: user?.username, at: new Date(), pending: true });
+    // After the newest message even where this device's clock is behind the server's: shown at once, at the bottom.
+    const [newest] = messages.find({ group }, { sort: { at: -1 }, limit: 1 });
+    const at = new Date(Math.max(Date.now(), (newest?.at.getTime() ?? 0) + 1));
+    messages.insert({ group, text: message, user: client.userId() ?? 'me', username: user?.username, at, pending: true });
   },
 });
 
-let room = decodeURIComponent(location.hash.slice(1)) || 'general';
+/** The room the address names; general for none, or for a hand-made one that is not valid percent-encoding. */
+function roomInAddress() {
+  try {
+    return decodeURIComponent(location.hash.slice(1)) || 'general';
+  } catch {
+    return 'general';
+  }
+}
+
+let room = roomInAddress();
 let limit = PAGE;
 let messagesSub;
+/** Subscriptions the newest one replaces, kept until it is ready (or the room changes). */
+const replacedSubs = new Set();
 let errorTimer;
 
 client.subscribe('rooms');
 client.subscribe('presence');
 client.subscribe('unreadCounts');
 
-function subscribeMessages(keepPrevious) {
-  const previous = messagesSub;
-  messagesSub = client.subscribe('messages', room, limit);
+function stopReplacedSubs() {
+  for (const sub of replacedSubs) sub.stop();
+  replacedSubs.clear();
+}
+
+function subscribeMessages(keepShown) {
+  if (messagesSub) replacedSubs.add(messagesSub);
   // Loading earlier messages keeps the shown ones until the longer list is in: no flicker.
-  if (previous && !keepPrevious) previous.stop();
-  messagesSub.ready.then(() => {
-    if (keepPrevious) previous?.stop();
-    render();
-  }, showError);
+  if (!keepShown) stopReplacedSubs();
+  const sub = (messagesSub = client.subscribe('messages', room, limit));
+  sub.ready.then(
+    () => {
+      if (sub !== messagesSub) return;
+      stopReplacedSubs();
+      render();
+    },
+    // A subscription the page replaced ends unready when stopped (a quick room switch): not an error to show.
+    (error) => sub === messagesSub && showError(error),
+  );
 }
 
 function openRoom(name) {
@@ -191,7 +215,7 @@ client.on('status', (status) => {
   $('status').textContent = status === 'waiting' ? 'reconnecting…' : status;
 });
 document.addEventListener('visibilitychange', () => markRead());
-window.addEventListener('hashchange', () => openRoom(decodeURIComponent(location.hash.slice(1)) || 'general'));
+window.addEventListener('hashchange', () => openRoom(roomInAddress()));
 
 // ---- actions ----
 
