@@ -1,7 +1,16 @@
 // The page: one room (the address's #name, default "lobby"), its latest messages live.
 import { DDPClient } from '/perseid/client.js';
 
-const room = decodeURIComponent(location.hash.slice(1)) || 'lobby';
+/** The room the address names; the lobby for none, or for a hand-made one that is not valid percent-encoding (#50%). */
+function roomInAddress() {
+  try {
+    return decodeURIComponent(location.hash.slice(1)) || 'lobby';
+  } catch {
+    return 'lobby';
+  }
+}
+
+const room = roomInAddress();
 document.getElementById('room').textContent = room;
 addEventListener('hashchange', () => location.reload());
 
