@@ -340,6 +340,11 @@ describe('publications', () => {
         setTimeout(() => this.stop(), 20);
       });
       server.publish('badReturn', () => 42);
+      // By hand, a document a cursor may already publish, with a field of its own.
+      server.publish('manualOverlap', function (id: unknown) {
+        this.added('pubitems', id, { note: 'by hand', name: 'hand' });
+        this.ready();
+      });
       // Limit without sort: a live query that re-runs its query (throttled) for every change.
       server.publish('requeried', () => fenced.find({}, { limit: 100 }));
       // Meteor makes an array of cursors ready once they are published, an empty one at once (a publication with nothing to show this user).
@@ -524,6 +529,22 @@ describe('publications', () => {
     const end = await peer.until((m) => m.msg === 'nosub');
     assert.deepEqual(end.filter((m) => m.id === 'o1'), [{ msg: 'removed', collection: 'pubitems', id: 'o1' }]);
     await items.removeAsync('o1');
+    peer.close();
+  });
+
+  it('merges a document added by hand with the same document from a cursor', async () => {
+    await items.insertAsync({ _id: 'h1', color: 'red', name: 'cursor', size: 3 });
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'a', name: 'byColor', params: ['red'] });
+    await peer.next((m) => m.msg === 'ready');
+    peer.send({ msg: 'sub', id: 'b', name: 'manualOverlap', params: ['h1'] });
+    const second = await peer.until((m) => m.msg === 'ready');
+    // The cursor's subscription came first: its name stays, the hand-added note joins.
+    assert.deepEqual(second.filter((m) => m.id === 'h1'), [{ msg: 'changed', collection: 'pubitems', id: 'h1', fields: { note: 'by hand' } }]);
+    peer.send({ msg: 'unsub', id: 'a' });
+    const end = await peer.until((m) => m.msg === 'nosub');
+    assert.deepEqual(end.filter((m) => m.id === 'h1'), [{ msg: 'changed', collection: 'pubitems', id: 'h1', fields: { name: 'hand' }, cleared: ['color'] }]);
+    await items.removeAsync('h1');
     peer.close();
   });
 

@@ -253,8 +253,9 @@ export class Subscription {
     const existing = holder.docs.get(key);
     if (existing) this.changed(collection, id, next);
     else {
-      holder.view.added(holder, key, next);
+      // Kept first: a view merging this document with another source reads this holder's fields from it.
       holder.docs.set(key, next);
+      holder.view.added(holder, key, next);
       if (this.counter) this.counted('added', encodeAdded(collection, key, next));
     }
   }
