@@ -614,11 +614,24 @@ describe('publications', () => {
 describe('login', () => {
   let t: TestServer;
   let docs: Collection;
+  const events: string[] = [];
+  const online = new Map<string, string | null>();
   before(async () => {
     t = await startServer((server, { collection }) => {
       docs = collection('secrets');
       server.publish('visible', function () {
         return docs.find(this.userId ? {} : { public: true });
+      });
+      // Presence as apps keep it: set by the publication, undone by its onStop.
+      server.publish('presence', function () {
+        const { userId } = this;
+        events.push(`run ${userId}`);
+        online.set(this.connection.id, userId);
+        this.onStop(() => {
+          events.push(`stop ${this.userId}`);
+          online.delete(this.connection.id);
+        });
+        this.ready();
       });
       server.methods({
         async login(this: { setUserId(id: string | null): Promise<void> }, id: unknown) {
@@ -644,6 +657,16 @@ describe('login', () => {
     await peer.call('2', 'login', [null]);
     assert.deepEqual(await peer.barrier(), [], 'nothing more after the call');
     assert.deepEqual(peer.received.filter((m) => m.collection === 'secrets').slice(2), [{ msg: 'removed', collection: 'secrets', id: 'priv' }]);
+    peer.close();
+  });
+
+  it('stops the old run, with its own userId, before re-running a subscription for the new user', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'p', name: 'presence' });
+    await peer.next((m) => m.msg === 'ready');
+    await peer.call('1', 'login', ['u1']);
+    assert.deepEqual(events, ['run null', 'stop null', 'run u1']);
+    assert.equal(online.get(peer.session), 'u1', 'the old run\'s onStop undid the new run\'s presence');
     peer.close();
   });
 });

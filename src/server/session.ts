@@ -631,7 +631,9 @@ export class Session implements SubscriptionHost, InputHolder {
 
   private async rerunSubscriptions(): Promise<void> {
     const previous = [...this.subscriptions.values(), ...this.universal];
-    // The new run starts before the old one stops, so documents both publish cause no message.
+    // As Meteor, the old runs end first (their stop callbacks run), but their documents stay until the
+    // new run has published: documents both publish cause no message.
+    for (const old of previous) old.retire();
     await Promise.all(
       previous.map(async (old) => {
         if (old.isStopped) return;
