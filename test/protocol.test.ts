@@ -674,6 +674,7 @@ describe('login', () => {
 describe('publication strategies', () => {
   let t: TestServer;
   let notes: Collection;
+  let tasks: Collection;
   before(async () => {
     t = await startServer((server, { collection }) => {
       notes = collection('notes');
@@ -685,7 +686,17 @@ describe('publication strategies', () => {
         this.changed('events', 'e1', { n: 2, gone: undefined });
         this.ready();
       });
+      server.setPublicationStrategy('tasks', 'NO_MERGE');
+      server.publish('tasks', function () {
+        return tasks.find(this.userId ? { owner: this.userId } : {});
+      });
+      server.methods({
+        async login(this: { setUserId(id: string | null): Promise<void> }, id: unknown) {
+          await this.setUserId(id as string | null);
+        },
+      });
     });
+    tasks = t.collection('tasks');
   });
   after(() => t.close());
 
@@ -702,6 +713,21 @@ describe('publication strategies', () => {
       { msg: 'added', collection: 'events', id: 'e1', fields: { n: 1 } },
       { msg: 'changed', collection: 'events', id: 'e1', fields: { n: 2 }, cleared: ['gone'] },
       { msg: 'ready', subs: ['e'] },
+    ]);
+    peer.close();
+  });
+
+  it('NO_MERGE keeps the documents a login re-run publishes again, and removes the others', async () => {
+    await tasks.insertAsync({ _id: 'mine', owner: 'u1' });
+    await tasks.insertAsync({ _id: 'theirs', owner: 'u2' });
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 't', name: 'tasks' });
+    await peer.next((m) => m.msg === 'ready');
+    const { all } = await peer.call('1', 'login', ['u1']);
+    // Unmerged, the re-run sends its documents again (a client applies an added for a document it has as a change).
+    assert.deepEqual(all.filter((m) => m.collection === 'tasks'), [
+      { msg: 'added', collection: 'tasks', id: 'mine', fields: { owner: 'u1' } },
+      { msg: 'removed', collection: 'tasks', id: 'theirs' },
     ]);
     peer.close();
   });

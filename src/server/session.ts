@@ -641,7 +641,7 @@ export class Session implements SubscriptionHost, InputHolder {
         if (old.id !== undefined) this.subscriptions.set(old.id, fresh);
         else this.universal.push(fresh);
         await fresh.run();
-        old.deactivate(true);
+        old.deactivate(true, fresh);
       }),
     );
   }

@@ -373,23 +373,36 @@ export class Subscription {
 
   /**
    * Ends the subscription: its documents are removed from the client (unless
-   * `removeDocuments` is false, as when the connection itself is gone).
+   * `removeDocuments` is false, as when the connection itself is gone), but
+   * for those its `successor` (its re-run for a new user) publishes.
    */
-  deactivate(removeDocuments: boolean): void {
+  deactivate(removeDocuments: boolean, successor?: Subscription): void {
     if (this.stopped) return;
     this.stopped = true;
     this.retired = true;
     if (this.trace) apm.subStopped(this.trace, performance.now() - this.startedAt);
     const { mergeBox } = this.host;
     for (const holder of [...this.cursorHolders, ...this.manual.values()]) {
-      if (removeDocuments && holder.view.strategy !== 'NO_MERGE_NO_HISTORY') {
-        holder.forEach((key, fields) => holder.view.removed(holder, key, fields));
+      const { view } = holder;
+      if (removeDocuments && view.strategy !== 'NO_MERGE_NO_HISTORY') {
+        holder.forEach((key, fields) => {
+          // Unmerged, the removal would reach the client although the re-run has just sent the document again
+          // (merged, the merge box sends nothing for it).
+          if (view.strategy === 'NO_MERGE' && successor?.publishes(view, key)) return;
+          view.removed(holder, key, fields);
+        });
       }
       mergeBox.unregister(holder.view, holder);
     }
     for (const handle of this.handles) handle.stop();
     this.host.subscriptionStopped(this);
     for (const callback of this.stopCallbacks.splice(0)) this.runStopCallback(callback);
+  }
+
+  /** Whether it publishes document `key` of `view` now. */
+  private publishes(view: CollectionView, key: string): boolean {
+    if (this.stopped) return false;
+    return [...this.cursorHolders, ...this.manual.values()].some((holder) => holder.view === view && holder.source.fields(key) !== undefined);
   }
 
   /** Documents it published initially: its cursors' (read once, at ready) and those sent by hand. */
