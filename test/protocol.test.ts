@@ -633,10 +633,18 @@ describe('login', () => {
         });
         this.ready();
       });
+      let openGate = () => {};
       server.methods({
         async login(this: { setUserId(id: string | null): Promise<void> }, id: unknown) {
           await this.setUserId(id as string | null);
         },
+        // Lets the connection's next calls run, waits for `open`, then says who called it.
+        async whoCalled(this: { userId: string | null; unblock(): void }) {
+          this.unblock();
+          await new Promise<void>((resolve) => (openGate = resolve));
+          return this.userId;
+        },
+        open: () => openGate(),
       });
     });
     await docs.insertAsync({ _id: 'pub', public: true });
@@ -657,6 +665,18 @@ describe('login', () => {
     await peer.call('2', 'login', [null]);
     assert.deepEqual(await peer.barrier(), [], 'nothing more after the call');
     assert.deepEqual(peer.received.filter((m) => m.collection === 'secrets').slice(2), [{ msg: 'removed', collection: 'secrets', id: 'priv' }]);
+    peer.close();
+  });
+
+  it('keeps a running method\'s userId when another call logs the connection in', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'method', id: 'who', method: 'whoCalled', params: [] });
+    await peer.call('in', 'login', ['u1']);
+    await peer.call('open', 'open');
+    // Its answer may come before or after open's.
+    const isAnswer = (m: Message) => m.msg === 'result' && m.id === 'who';
+    const answer = peer.received.find(isAnswer) ?? (await peer.next(isAnswer));
+    assert.equal(answer.result, null, 'it was called logged out');
     peer.close();
   });
 
