@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DDPError } from '../src/ddp/errors.js';
+import { setLogLevel, setLogSink } from '../src/log.js';
 import { RandomStream, collectionIdSequence } from '../src/ddp/random.js';
 import type { Collection } from '../src/collections/collection.js';
 import { assertBefore, RawPeer, startServer, type Message, type TestServer } from './helpers.js';
@@ -349,7 +350,7 @@ describe('publications', () => {
       server.publish('requeried', () => fenced.find({}, { limit: 100 }));
       // Meteor makes an array of cursors ready once they are published, an empty one at once (a publication with nothing to show this user).
       server.publish('noCursors', () => []);
-      server.publish('twoCursorsOneCollection', () => [items.find({ color: 'red' }), items.find({ color: 'blue' })]);
+      server.publish('twoCursorsOneCollection', () => [fenced.find(), items.find({ color: 'red' }), items.find({ color: 'blue' })]);
       server.publish(null, function () {
         this.added('meta', 'server', { name: 'perseid' });
       });
@@ -472,8 +473,18 @@ describe('publications', () => {
     assert.equal((thrown.error as Message).error, 500);
     peer.send({ msg: 'sub', id: 'b', name: 'badReturn' });
     assert.equal(((await peer.next((m) => m.msg === 'nosub')).error as Message).error, 500);
-    peer.send({ msg: 'sub', id: 'two', name: 'twoCursorsOneCollection' });
-    assert.equal(((await peer.next((m) => m.msg === 'nosub')).error as Message).error, 500);
+    const logged: string[] = [];
+    setLogLevel('error');
+    setLogSink((line) => logged.push(line));
+    try {
+      peer.send({ msg: 'sub', id: 'two', name: 'twoCursorsOneCollection' });
+      assert.equal(((await peer.next((m) => m.msg === 'nosub')).error as Message).error, 500);
+    } finally {
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      setLogSink((line) => process.stderr.write(line + '\n'));
+    }
+    // The collection with two cursors, not every collection returned.
+    assert.match(logged.join('\n'), /multiple cursors for collection pubitems\b(?!, )/);
     peer.send({ msg: 'sub', id: 'ss', name: 'selfStop' });
     await peer.next((m) => m.msg === 'ready');
     assert.deepEqual(await peer.next((m) => m.msg === 'nosub'), { msg: 'nosub', id: 'ss' });

@@ -202,9 +202,10 @@ export class Subscription {
   }
 
   private async publishCursors(cursors: Cursor[]): Promise<void> {
-    const names = new Set(cursors.map((c) => c.collectionName));
-    if (names.size !== cursors.length) {
-      throw new Error(`Publish function returned multiple cursors for collection ${[...names].join(', ')}`);
+    const names = new Set<string>();
+    for (const { collectionName } of cursors) {
+      if (names.has(collectionName)) throw new Error(`Publish function returned multiple cursors for collection ${collectionName}`);
+      names.add(collectionName);
     }
     for (const cursor of cursors) {
       const holder = new CursorHolder(
