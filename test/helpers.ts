@@ -51,6 +51,17 @@ export async function startServer(setup: (server: PerseidServer, t: Omit<TestSer
 
 export type Message = Record<string, unknown> & { msg?: string };
 
+/** A small deterministic generator (mulberry32), so a failure names a seed that reproduces it. */
+export function seededRandom(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 /** Asserts that a message matching `first` and one matching `second` both came, in that order. */
 export function assertBefore(messages: readonly Message[], first: (m: Message) => boolean, second: (m: Message) => boolean, what: string): void {
   const a = messages.findIndex(first);

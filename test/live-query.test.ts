@@ -344,6 +344,30 @@ describe('live queries', () => {
     held.liveQueries.stopAll();
   });
 
+  it('tells the other observers of a change when an app callback throws or rejects, and carries on', async () => {
+    await items.insertAsync({ _id: 'x', n: 1 });
+    // Attached first, so told first: one throws, one rejects (left unhandled, that ended the process).
+    const throwing = await items.find().observeChangesAsync({
+      changed: () => {
+        throw new Error('an app bug');
+      },
+    });
+    const rejecting = await items.find().observeAsync({ changed: () => Promise.reject(new Error('an async app bug')) });
+    const other = await watch(items.find());
+    await items.updateAsync('x', { $set: { n: 2 } });
+    await items.updateAsync('x', { $set: { n: 3 } });
+    await settle(database, items.name);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(other.take(), [
+      ['added', 'x', { n: 1 }],
+      ['changed', 'x', { n: 2 }],
+      ['changed', 'x', { n: 3 }],
+    ]);
+    throwing.stop();
+    rejecting.stop();
+    other.handle.stop();
+  });
+
   it('hands observers copies: mutating callback arguments changes nothing shared', async () => {
     await items.insertAsync({ _id: 'x', nested: { a: 1 } });
     const seen: Array<Record<string, unknown>> = [];

@@ -12,6 +12,7 @@ import { describe, it } from 'node:test';
 import type { EncodedMessage } from '../src/ddp/encoded.js';
 import type { Fields } from '../src/reactive/doc-change.js';
 import { MergeBox, type CollectionView, type Holder } from '../src/server/merge-box.js';
+import { seededRandom as random } from './helpers.js';
 
 class TestHolder implements Holder {
   alone = false;
@@ -121,17 +122,6 @@ function expected(holders: TestHolder[]): Map<string, Fields> {
     }
   }
   return out;
-}
-
-/** A small deterministic generator (mulberry32), so a failure names a seed that reproduces it. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 describe('the merge box', () => {

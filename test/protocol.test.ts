@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DDPError } from '../src/ddp/errors.js';
+import { setLogLevel, setLogSink } from '../src/log.js';
 import { RandomStream, collectionIdSequence } from '../src/ddp/random.js';
 import type { Collection } from '../src/collections/collection.js';
 import { assertBefore, RawPeer, startServer, type Message, type TestServer } from './helpers.js';
@@ -340,11 +341,16 @@ describe('publications', () => {
         setTimeout(() => this.stop(), 20);
       });
       server.publish('badReturn', () => 42);
+      // By hand, a document a cursor may already publish, with a field of its own.
+      server.publish('manualOverlap', function (id: unknown) {
+        this.added('pubitems', id, { note: 'by hand', name: 'hand' });
+        this.ready();
+      });
       // Limit without sort: a live query that re-runs its query (throttled) for every change.
       server.publish('requeried', () => fenced.find({}, { limit: 100 }));
       // Meteor makes an array of cursors ready once they are published, an empty one at once (a publication with nothing to show this user).
       server.publish('noCursors', () => []);
-      server.publish('twoCursorsOneCollection', () => [items.find({ color: 'red' }), items.find({ color: 'blue' })]);
+      server.publish('twoCursorsOneCollection', () => [fenced.find(), items.find({ color: 'red' }), items.find({ color: 'blue' })]);
       server.publish(null, function () {
         this.added('meta', 'server', { name: 'perseid' });
       });
@@ -467,8 +473,18 @@ describe('publications', () => {
     assert.equal((thrown.error as Message).error, 500);
     peer.send({ msg: 'sub', id: 'b', name: 'badReturn' });
     assert.equal(((await peer.next((m) => m.msg === 'nosub')).error as Message).error, 500);
-    peer.send({ msg: 'sub', id: 'two', name: 'twoCursorsOneCollection' });
-    assert.equal(((await peer.next((m) => m.msg === 'nosub')).error as Message).error, 500);
+    const logged: string[] = [];
+    setLogLevel('error');
+    setLogSink((line) => logged.push(line));
+    try {
+      peer.send({ msg: 'sub', id: 'two', name: 'twoCursorsOneCollection' });
+      assert.equal(((await peer.next((m) => m.msg === 'nosub')).error as Message).error, 500);
+    } finally {
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      setLogSink((line) => process.stderr.write(line + '\n'));
+    }
+    // The collection with two cursors, not every collection returned.
+    assert.match(logged.join('\n'), /multiple cursors for collection pubitems\b(?!, )/);
     peer.send({ msg: 'sub', id: 'ss', name: 'selfStop' });
     await peer.next((m) => m.msg === 'ready');
     assert.deepEqual(await peer.next((m) => m.msg === 'nosub'), { msg: 'nosub', id: 'ss' });
@@ -524,6 +540,22 @@ describe('publications', () => {
     const end = await peer.until((m) => m.msg === 'nosub');
     assert.deepEqual(end.filter((m) => m.id === 'o1'), [{ msg: 'removed', collection: 'pubitems', id: 'o1' }]);
     await items.removeAsync('o1');
+    peer.close();
+  });
+
+  it('merges a document added by hand with the same document from a cursor', async () => {
+    await items.insertAsync({ _id: 'h1', color: 'red', name: 'cursor', size: 3 });
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'a', name: 'byColor', params: ['red'] });
+    await peer.next((m) => m.msg === 'ready');
+    peer.send({ msg: 'sub', id: 'b', name: 'manualOverlap', params: ['h1'] });
+    const second = await peer.until((m) => m.msg === 'ready');
+    // The cursor's subscription came first: its name stays, the hand-added note joins.
+    assert.deepEqual(second.filter((m) => m.id === 'h1'), [{ msg: 'changed', collection: 'pubitems', id: 'h1', fields: { note: 'by hand' } }]);
+    peer.send({ msg: 'unsub', id: 'a' });
+    const end = await peer.until((m) => m.msg === 'nosub');
+    assert.deepEqual(end.filter((m) => m.id === 'h1'), [{ msg: 'changed', collection: 'pubitems', id: 'h1', fields: { name: 'hand' }, cleared: ['color'] }]);
+    await items.removeAsync('h1');
     peer.close();
   });
 
@@ -593,16 +625,37 @@ describe('publications', () => {
 describe('login', () => {
   let t: TestServer;
   let docs: Collection;
+  const events: string[] = [];
+  const online = new Map<string, string | null>();
   before(async () => {
     t = await startServer((server, { collection }) => {
       docs = collection('secrets');
       server.publish('visible', function () {
         return docs.find(this.userId ? {} : { public: true });
       });
+      // Presence as apps keep it: set by the publication, undone by its onStop.
+      server.publish('presence', function () {
+        const { userId } = this;
+        events.push(`run ${userId}`);
+        online.set(this.connection.id, userId);
+        this.onStop(() => {
+          events.push(`stop ${this.userId}`);
+          online.delete(this.connection.id);
+        });
+        this.ready();
+      });
+      let openGate = () => {};
       server.methods({
         async login(this: { setUserId(id: string | null): Promise<void> }, id: unknown) {
           await this.setUserId(id as string | null);
         },
+        // Lets the connection's next calls run, waits for `open`, then says who called it.
+        async whoCalled(this: { userId: string | null; unblock(): void }) {
+          this.unblock();
+          await new Promise<void>((resolve) => (openGate = resolve));
+          return this.userId;
+        },
+        open: () => openGate(),
       });
     });
     await docs.insertAsync({ _id: 'pub', public: true });
@@ -625,11 +678,34 @@ describe('login', () => {
     assert.deepEqual(peer.received.filter((m) => m.collection === 'secrets').slice(2), [{ msg: 'removed', collection: 'secrets', id: 'priv' }]);
     peer.close();
   });
+
+  it('keeps a running method\'s userId when another call logs the connection in', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'method', id: 'who', method: 'whoCalled', params: [] });
+    await peer.call('in', 'login', ['u1']);
+    await peer.call('open', 'open');
+    // Its answer may come before or after open's.
+    const isAnswer = (m: Message) => m.msg === 'result' && m.id === 'who';
+    const answer = peer.received.find(isAnswer) ?? (await peer.next(isAnswer));
+    assert.equal(answer.result, null, 'it was called logged out');
+    peer.close();
+  });
+
+  it('stops the old run, with its own userId, before re-running a subscription for the new user', async () => {
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 'p', name: 'presence' });
+    await peer.next((m) => m.msg === 'ready');
+    await peer.call('1', 'login', ['u1']);
+    assert.deepEqual(events, ['run null', 'stop null', 'run u1']);
+    assert.equal(online.get(peer.session), 'u1', 'the old run\'s onStop undid the new run\'s presence');
+    peer.close();
+  });
 });
 
 describe('publication strategies', () => {
   let t: TestServer;
   let notes: Collection;
+  let tasks: Collection;
   before(async () => {
     t = await startServer((server, { collection }) => {
       notes = collection('notes');
@@ -641,7 +717,17 @@ describe('publication strategies', () => {
         this.changed('events', 'e1', { n: 2, gone: undefined });
         this.ready();
       });
+      server.setPublicationStrategy('tasks', 'NO_MERGE');
+      server.publish('tasks', function () {
+        return tasks.find(this.userId ? { owner: this.userId } : {});
+      });
+      server.methods({
+        async login(this: { setUserId(id: string | null): Promise<void> }, id: unknown) {
+          await this.setUserId(id as string | null);
+        },
+      });
     });
+    tasks = t.collection('tasks');
   });
   after(() => t.close());
 
@@ -658,6 +744,21 @@ describe('publication strategies', () => {
       { msg: 'added', collection: 'events', id: 'e1', fields: { n: 1 } },
       { msg: 'changed', collection: 'events', id: 'e1', fields: { n: 2 }, cleared: ['gone'] },
       { msg: 'ready', subs: ['e'] },
+    ]);
+    peer.close();
+  });
+
+  it('NO_MERGE keeps the documents a login re-run publishes again, and removes the others', async () => {
+    await tasks.insertAsync({ _id: 'mine', owner: 'u1' });
+    await tasks.insertAsync({ _id: 'theirs', owner: 'u2' });
+    const peer = await RawPeer.connected(t.wsUrl);
+    peer.send({ msg: 'sub', id: 't', name: 'tasks' });
+    await peer.next((m) => m.msg === 'ready');
+    const { all } = await peer.call('1', 'login', ['u1']);
+    // Unmerged, the re-run sends its documents again (a client applies an added for a document it has as a change).
+    assert.deepEqual(all.filter((m) => m.collection === 'tasks'), [
+      { msg: 'added', collection: 'tasks', id: 'mine', fields: { owner: 'u1' } },
+      { msg: 'removed', collection: 'tasks', id: 'theirs' },
     ]);
     peer.close();
   });

@@ -4,6 +4,7 @@
  */
 import { clone } from '../ddp/ejson.js';
 import { idParse } from '../ddp/ids.js';
+import { createLogger } from '../log.js';
 import type { DocChange, Fields } from '../reactive/doc-change.js';
 import type { LiveQueryObserver } from '../reactive/live-query.js';
 import type { ObserveHandle } from '../reactive/registry.js';
@@ -11,16 +12,35 @@ import { normalizeSort } from '../query/sort.js';
 import type { Collection } from './collection.js';
 import type { Document, FindOptions, QuerySpec } from '../data/types.js';
 
+/** Callbacks may be async; what one throws or rejects with is logged (see `guarded`). */
 export interface ObserveChangesCallbacks {
-  added?(id: unknown, fields: Fields): void;
-  changed?(id: unknown, fields: Fields): void;
-  removed?(id: unknown): void;
+  added?(id: unknown, fields: Fields): unknown;
+  changed?(id: unknown, fields: Fields): unknown;
+  removed?(id: unknown): unknown;
 }
 
 export interface ObserveCallbacks<T> {
-  added?(doc: T): void;
-  changed?(newDoc: T, oldDoc: T): void;
-  removed?(oldDoc: T): void;
+  added?(doc: T): unknown;
+  changed?(newDoc: T, oldDoc: T): unknown;
+  removed?(oldDoc: T): unknown;
+}
+
+const log = createLogger('observe');
+
+/**
+ * Runs an app's observe callback: what it throws, or rejects with, is logged and
+ * goes no further. Thrown into the live query, it kept the change from the
+ * query's other observers (other connections' subscriptions) for good; a
+ * rejection left unhandled stopped the server.
+ */
+function guarded(collection: string, callback: () => unknown): void {
+  const failed = (error: unknown) => log.error('an observe callback failed', { collection, error });
+  try {
+    const result = callback();
+    if (result instanceof Promise) result.catch(failed);
+  } catch (error) {
+    failed(error);
+  }
 }
 
 function checkCount(value: unknown, what: string): number | undefined {
@@ -88,16 +108,17 @@ export class Cursor<T extends object = Document> {
 
   /** Meteor's `observeChangesAsync`: the initial result as `added` calls, then every change. */
   async observeChangesAsync(callbacks: ObserveChangesCallbacks): Promise<{ stop(): void }> {
+    const collection = this.collectionName;
     const handle = await this.observeLive({
-      onChange(change: DocChange) {
-        const id = idParse(change.key);
-        if (change.kind === 'added') callbacks.added?.(id, clone(change.after!));
-        else if (change.kind === 'changed') {
+      onChange: (change: DocChange) =>
+        guarded(collection, () => {
+          const id = idParse(change.key);
+          if (change.kind === 'added') return callbacks.added?.(id, clone(change.after!));
+          if (change.kind === 'removed') return callbacks.removed?.(id);
           const fields = clone(change.fields ?? {});
           for (const key of change.cleared ?? []) fields[key] = undefined;
-          callbacks.changed?.(id, fields);
-        } else callbacks.removed?.(id);
-      },
+          return callbacks.changed?.(id, fields);
+        }),
     });
     return { stop: () => handle.stop() };
   }
@@ -105,12 +126,14 @@ export class Cursor<T extends object = Document> {
   /** Meteor's `observeAsync`: whole documents rather than field changes. */
   async observeAsync(callbacks: ObserveCallbacks<T>): Promise<{ stop(): void }> {
     const whole = (key: string, fields: Fields): T => ({ _id: idParse(key), ...clone(fields) }) as unknown as T;
+    const collection = this.collectionName;
     const handle = await this.observeLive({
-      onChange(change: DocChange) {
-        if (change.kind === 'added') callbacks.added?.(whole(change.key, change.after!));
-        else if (change.kind === 'changed') callbacks.changed?.(whole(change.key, change.after!), whole(change.key, change.before!));
-        else callbacks.removed?.(whole(change.key, change.before!));
-      },
+      onChange: (change: DocChange) =>
+        guarded(collection, () => {
+          if (change.kind === 'added') return callbacks.added?.(whole(change.key, change.after!));
+          if (change.kind === 'changed') return callbacks.changed?.(whole(change.key, change.after!), whole(change.key, change.before!));
+          return callbacks.removed?.(whole(change.key, change.before!));
+        }),
     });
     return { stop: () => handle.stop() };
   }

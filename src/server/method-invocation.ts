@@ -13,6 +13,7 @@ export class MethodInvocation {
   /** Always false on the server: this is the real run, not a client stub. */
   readonly isSimulation = false;
   private unblocked = false;
+  private user: string | null;
 
   constructor(
     readonly name: string,
@@ -22,15 +23,19 @@ export class MethodInvocation {
     /** The client's seed, when it sent one: inserts then get the ids the client predicted. */
     readonly randomSeed: string | undefined,
     readonly randomStream: RandomStream | undefined,
-  ) {}
+  ) {
+    this.user = host.userId;
+  }
 
+  /** The user who called it, as in Meteor: a login or logout by another call meanwhile does not change it, its own does. */
   get userId(): string | null {
-    return this.host.userId;
+    return this.user;
   }
 
   /** Logs the connection in (or out, with null); its subscriptions re-run as that user. */
   setUserId(userId: string | null): Promise<void> {
     if (userId !== null && typeof userId !== 'string') throw new TypeError('setUserId takes a string or null');
+    this.user = userId;
     return this.host.setUserId(userId);
   }
 

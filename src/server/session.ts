@@ -640,7 +640,9 @@ export class Session implements SubscriptionHost, InputHolder {
 
   private async rerunSubscriptions(): Promise<void> {
     const previous = [...this.subscriptions.values(), ...this.universal];
-    // The new run starts before the old one stops, so documents both publish cause no message.
+    // As Meteor, the old runs end first (their stop callbacks run), but their documents stay until the
+    // new run has published: documents both publish cause no message.
+    for (const old of previous) old.retire();
     await Promise.all(
       previous.map(async (old) => {
         if (old.isStopped) return;
@@ -648,7 +650,7 @@ export class Session implements SubscriptionHost, InputHolder {
         if (old.id !== undefined) this.subscriptions.set(old.id, fresh);
         else this.universal.push(fresh);
         await fresh.run();
-        old.deactivate(true);
+        old.deactivate(true, fresh);
       }),
     );
   }

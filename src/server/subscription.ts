@@ -128,7 +128,10 @@ export class Subscription {
   private readonly manual = new Map<string, ManualHolder>();
   private readonly stopCallbacks: Array<() => unknown> = [];
   private isReady = false;
+  /** Its documents are withdrawn (or the connection is gone). */
   private stopped = false;
+  /** Its publish function's calls are ignored and its stop callbacks have run (Meteor's deactivation). */
+  private retired = false;
   private unblockHook: (() => void) | undefined;
 
   constructor(
@@ -144,6 +147,7 @@ export class Subscription {
     private readonly trace?: Trace,
   ) {
     this.isReady = readyAlreadySent;
+    this.userId = host.userId;
     this.startedAt = trace ? performance.now() : 0;
     this.counter = apm.changeCounter(trace);
   }
@@ -158,9 +162,8 @@ export class Subscription {
     return this.handler;
   }
 
-  get userId(): string | null {
-    return this.host.userId;
-  }
+  /** The user it runs for: a login re-runs subscriptions as new ones, and the old ones keep theirs. */
+  readonly userId: string | null;
 
   get connection(): ConnectionHandle {
     return this.host.connection;
@@ -184,7 +187,7 @@ export class Subscription {
       // (one there, even without a fence, made the FerretDB oplog write-fence test fail): its own reads find
       // the trace in the APM's scope instead, and count in its `db` (the wait for its live queries does, below).
       result = await (trace ? withCallSpan(trace.span, () => runInTrace(trace, () => this.handler.call(this, ...this.params))) : this.handler.call(this, ...this.params));
-      if (this.stopped) return;
+      if (this.retired) return;
       const cursors = result instanceof Cursor ? [result] : Array.isArray(result) && result.every((c) => c instanceof Cursor) ? (result as Cursor[]) : undefined;
       if (cursors) {
         // An empty array too, as Meteor does: a publication with nothing to show this client is ready at once.
@@ -199,9 +202,10 @@ export class Subscription {
   }
 
   private async publishCursors(cursors: Cursor[]): Promise<void> {
-    const names = new Set(cursors.map((c) => c.collectionName));
-    if (names.size !== cursors.length) {
-      throw new Error(`Publish function returned multiple cursors for collection ${[...names].join(', ')}`);
+    const names = new Set<string>();
+    for (const { collectionName } of cursors) {
+      if (names.has(collectionName)) throw new Error(`Publish function returned multiple cursors for collection ${collectionName}`);
+      names.add(collectionName);
     }
     for (const cursor of cursors) {
       const holder = new CursorHolder(
@@ -231,7 +235,7 @@ export class Subscription {
       trace?.dbEnded(started!, cursor.collectionName, 'observe', undefined, holder.size());
       endObserveSpan(span, holder.size(), handle.reused, undefined);
       apm.observerAttached(trace, handle.reused);
-      if (this.stopped) {
+      if (this.retired) {
         handle.stop();
         return;
       }
@@ -242,7 +246,7 @@ export class Subscription {
   // ---- the publication API ----
 
   added(collection: string, id: unknown, fields?: Fields): void {
-    if (this.stopped) return;
+    if (this.retired) return;
     const key = idStringify(id);
     const holder = this.manualHolder(collection);
     const next = withoutId(fields);
@@ -253,15 +257,16 @@ export class Subscription {
     const existing = holder.docs.get(key);
     if (existing) this.changed(collection, id, next);
     else {
-      holder.view.added(holder, key, next);
+      // Kept first: a view merging this document with another source reads this holder's fields from it.
       holder.docs.set(key, next);
+      holder.view.added(holder, key, next);
       if (this.counter) this.counted('added', encodeAdded(collection, key, next));
     }
   }
 
   /** Fields set to `undefined` are removed from the document. */
   changed(collection: string, id: unknown, fields: Fields): void {
-    if (this.stopped) return;
+    if (this.retired) return;
     const key = idStringify(id);
     const holder = this.manualHolder(collection);
     const update = withoutId(fields);
@@ -289,7 +294,7 @@ export class Subscription {
   }
 
   removed(collection: string, id: unknown): void {
-    if (this.stopped) return;
+    if (this.retired) return;
     const key = idStringify(id);
     const holder = this.manualHolder(collection);
     if (!holder.tracked) {
@@ -319,7 +324,7 @@ export class Subscription {
   }
 
   ready(): void {
-    if (this.stopped || this.isReady) return;
+    if (this.retired || this.isReady) return;
     this.isReady = true;
     if (this.id !== undefined) this.host.send({ msg: 'ready', subs: [this.id] });
     if (this.trace) apm.subReady(this.trace, this.initialDocuments());
@@ -327,7 +332,7 @@ export class Subscription {
 
   /** Stops the subscription with an error the client receives in `nosub`. */
   error(error: unknown): void {
-    if (this.stopped) return;
+    if (this.retired) return;
     const { error: clientError, expected } = toClientError(error);
     if (!expected) this.host.log.error('publication failed', { sub: this.name, error });
     if (this.trace) apm.subReady(this.trace, 0, error, expected);
@@ -337,13 +342,13 @@ export class Subscription {
 
   /** Stops the subscription from the server side. */
   stop(): void {
-    if (this.stopped) return;
+    if (this.retired) return;
     this.deactivate(true);
     if (this.id !== undefined) this.host.send({ msg: 'nosub', id: this.id });
   }
 
   onStop(callback: () => unknown): void {
-    if (this.stopped) this.runStopCallback(callback);
+    if (this.retired) this.runStopCallback(callback);
     else this.stopCallbacks.push(callback);
   }
 
@@ -355,23 +360,50 @@ export class Subscription {
   }
 
   /**
-   * Ends the subscription: its documents are removed from the client (unless
-   * `removeDocuments` is false, as when the connection itself is gone).
+   * Ends what the app sees of it, as Meteor does to every subscription before
+   * re-running it for a new user: its publish function's further calls are
+   * ignored and its stop callbacks run now, before the re-run starts (an
+   * onStop undoing what the publish function did must not undo the re-run's).
+   * Its documents stay until `deactivate`.
    */
-  deactivate(removeDocuments: boolean): void {
+  retire(): void {
+    if (this.retired) return;
+    this.retired = true;
+    for (const callback of this.stopCallbacks.splice(0)) this.runStopCallback(callback);
+  }
+
+  /**
+   * Ends the subscription: its documents are removed from the client (unless
+   * `removeDocuments` is false, as when the connection itself is gone), but
+   * for those its `successor` (its re-run for a new user) publishes.
+   */
+  deactivate(removeDocuments: boolean, successor?: Subscription): void {
     if (this.stopped) return;
     this.stopped = true;
+    this.retired = true;
     if (this.trace) apm.subStopped(this.trace, performance.now() - this.startedAt);
     const { mergeBox } = this.host;
     for (const holder of [...this.cursorHolders, ...this.manual.values()]) {
-      if (removeDocuments && holder.view.strategy !== 'NO_MERGE_NO_HISTORY') {
-        holder.forEach((key, fields) => holder.view.removed(holder, key, fields));
+      const { view } = holder;
+      if (removeDocuments && view.strategy !== 'NO_MERGE_NO_HISTORY') {
+        holder.forEach((key, fields) => {
+          // Unmerged, the removal would reach the client although the re-run has just sent the document again
+          // (merged, the merge box sends nothing for it).
+          if (view.strategy === 'NO_MERGE' && successor?.publishes(view, key)) return;
+          view.removed(holder, key, fields);
+        });
       }
       mergeBox.unregister(holder.view, holder);
     }
     for (const handle of this.handles) handle.stop();
     this.host.subscriptionStopped(this);
     for (const callback of this.stopCallbacks.splice(0)) this.runStopCallback(callback);
+  }
+
+  /** Whether it publishes document `key` of `view` now. */
+  private publishes(view: CollectionView, key: string): boolean {
+    if (this.stopped) return false;
+    return [...this.cursorHolders, ...this.manual.values()].some((holder) => holder.view === view && holder.source.fields(key) !== undefined);
   }
 
   /** Documents it published initially: its cursors' (read once, at ready) and those sent by hand. */
