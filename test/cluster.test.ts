@@ -6,8 +6,10 @@
  * but a reconnect.
  */
 import assert from 'node:assert/strict';
+import { resolve } from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
@@ -19,6 +21,7 @@ import { eventually, exited, SockjsPeer, startPerseid, type PerseidProcess } fro
 import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
+const SKEW = pathToFileURL(resolve('dist/test/fixtures/skewed-clock.js')).href;
 const mongo = await serviceUrl('mongo-java-server');
 const redis = await serviceUrl('redis');
 const skip = needsServices({ 'mongo-java-server': mongo, redis });
@@ -181,6 +184,23 @@ describe('a cluster of servers', { skip }, () => {
       await eventually(async () => (await stats(a)).cluster!.servers.length === 1, 'the killed server to expire', 5000);
     } finally {
       await Promise.all([a.stop(), b.stop()]);
+      await database.drop();
+    }
+  });
+
+  it('ages MongoDB registry entries by the database\'s clock: servers whose clocks disagree by more than the time to live see each other, and a dead one drops out in time', async () => {
+    const database = freshDatabase(mongo!);
+    const env = (skewMs: number) => ({ MONGO_URL: database.url, REDIS_URL: '', PERSEID_TEST_CLOCK_SKEW_MS: String(skewMs), NODE_OPTIONS: `--import=${SKEW}` });
+    // 5 s apart, where entries live 0.6 s (3 intervals of 200 ms).
+    const [behind, ahead] = await Promise.all([member(env(-2500), ['--discovery', 'mongo']), member(env(2500), ['--discovery', 'mongo'])]);
+    try {
+      for (const server of [behind, ahead]) await eventually(async () => (await stats(server)).cluster?.servers.length === 2, `${server.url} to see both servers`, 5000);
+      const killedAt = Date.now();
+      ahead.child.kill('SIGKILL');
+      await eventually(async () => (await stats(behind)).cluster!.servers.length === 1, 'the killed server to expire', 5000);
+      assert.ok(Date.now() - killedAt < 3000, `gone after ${Date.now() - killedAt} ms, where entries live 600 ms`);
+    } finally {
+      await Promise.all([behind.stop(), ahead.stop()]);
       await database.drop();
     }
   });
