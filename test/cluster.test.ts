@@ -6,6 +6,7 @@
  * but a reconnect.
  */
 import assert from 'node:assert/strict';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -339,6 +340,47 @@ describe('a cluster of servers', { skip }, () => {
         admin.disconnect();
       }
     });
+  });
+
+  it('replaces a connection to Redis that stops answering without closing, and catches up', async () => {
+    // A partition between one server and Redis: its connections stay open, nothing comes through them (new ones do).
+    const privateRedis = await startService('redis');
+    const open = new Set<Socket>();
+    const silent = new Set<Socket>();
+    const proxy = createServer((client) => {
+      const upstream = connect(privateRedis.port, '127.0.0.1');
+      for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
+        from.on('data', (data) => void (silent.has(client) || to.write(data)));
+        from.on('close', () => to.destroy());
+        from.on('error', () => to.destroy());
+      }
+      client.on('close', () => silent.delete(client));
+      open.add(client);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const database = freshDatabase(mongo!);
+    const env = { MONGO_URL: database.url, PERSEID_FANOUT: 'redis', PERSEID_RELAY: 'off' };
+    const [cut, other] = await Promise.all([
+      startPerseid(APP, ['--port', '0'], { ...env, REDIS_URL: `redis://127.0.0.1:${(proxy.address() as AddressInfo).port}` }),
+      startPerseid(APP, ['--port', '0'], { ...env, REDIS_URL: privateRedis.url }),
+    ]);
+    const clients = new Clients();
+    try {
+      const [reader] = await clients.open(cut.url, 1);
+      const [writer] = await clients.open(other.url, 1);
+      await reader!.subscribe('items').ready();
+      for (const socket of open) silent.add(socket);
+      const id = await writer!.call<string>('addItem', 1, 'while the first server hears nothing from Redis');
+      await eventually(() => reader!.collection<Item>('items').fetch().some((item) => item.id === id), 'the write on the cut-off server', 15000);
+      assert.equal((cut.log().match(/redis connection lost/g) ?? []).length, 1, cut.log());
+    } finally {
+      await clients.closeAll();
+      await Promise.all([cut.stop(), other.stop()]);
+      for (const socket of open) socket.destroy();
+      proxy.close();
+      await privateRedis.stop();
+      await database.drop();
+    }
   });
 
   it('drains on SIGTERM while Redis is down, without waiting for the registry to answer', async () => {
