@@ -342,41 +342,71 @@ describe('a cluster of servers', { skip }, () => {
     });
   });
 
-  it('replaces a connection to Redis that stops answering without closing, and catches up', async () => {
-    // A partition between one server and Redis: its connections stay open, nothing comes through them (new ones do).
-    const privateRedis = await startService('redis');
+  /**
+   * A proxy to `port` whose connections open so far can be made silent: kept open, nothing passed either way (a
+   * partition between one server and Redis; connections opened later pass).
+   */
+  async function silencingProxy(port: number): Promise<{ url: string; silence(): void; close(): void }> {
     const open = new Set<Socket>();
     const silent = new Set<Socket>();
     const proxy = createServer((client) => {
-      const upstream = connect(privateRedis.port, '127.0.0.1');
+      const upstream = connect(port, '127.0.0.1');
       for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
         from.on('data', (data) => void (silent.has(client) || to.write(data)));
         from.on('close', () => to.destroy());
         from.on('error', () => to.destroy());
       }
-      client.on('close', () => silent.delete(client));
       open.add(client);
+      client.on('close', () => (open.delete(client), silent.delete(client)));
     });
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    return {
+      url: `redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+      silence: () => open.forEach((socket) => silent.add(socket)),
+      close: () => {
+        for (const socket of open) socket.destroy();
+        proxy.close();
+      },
+    };
+  }
+
+  it('replaces a connection to Redis that stops answering without closing, and catches up', async () => {
+    const privateRedis = await startService('redis');
+    const proxy = await silencingProxy(privateRedis.port);
     const database = freshDatabase(mongo!);
     const env = { MONGO_URL: database.url, PERSEID_FANOUT: 'redis', PERSEID_RELAY: 'off' };
-    const [cut, other] = await Promise.all([
-      startPerseid(APP, ['--port', '0'], { ...env, REDIS_URL: `redis://127.0.0.1:${(proxy.address() as AddressInfo).port}` }),
-      startPerseid(APP, ['--port', '0'], { ...env, REDIS_URL: privateRedis.url }),
-    ]);
+    const [cut, other] = await Promise.all([startPerseid(APP, ['--port', '0'], { ...env, REDIS_URL: proxy.url }), startPerseid(APP, ['--port', '0'], { ...env, REDIS_URL: privateRedis.url })]);
     const clients = new Clients();
     try {
       const [reader] = await clients.open(cut.url, 1);
       const [writer] = await clients.open(other.url, 1);
       await reader!.subscribe('items').ready();
-      for (const socket of open) silent.add(socket);
+      proxy.silence();
       const id = await writer!.call<string>('addItem', 1, 'while the first server hears nothing from Redis');
       await eventually(() => reader!.collection<Item>('items').fetch().some((item) => item.id === id), 'the write on the cut-off server', 15000);
       assert.equal((cut.log().match(/redis connection lost/g) ?? []).length, 1, cut.log());
     } finally {
       await clients.closeAll();
       await Promise.all([cut.stop(), other.stop()]);
-      for (const socket of open) socket.destroy();
+      proxy.close();
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
+  it('stops on SIGTERM while Redis does not answer (a partition)', async () => {
+    const privateRedis = await startService('redis');
+    const proxy = await silencingProxy(privateRedis.port);
+    const database = freshDatabase(mongo!);
+    const server = await member({ MONGO_URL: database.url, REDIS_URL: proxy.url, PERSEID_FANOUT: 'redis' }, ['--drain-ms', '1000']);
+    try {
+      proxy.silence();
+      const signalled = Date.now();
+      assert.equal(await Promise.race([server.stop('SIGTERM'), sleep(20000).then(() => 'still running after 20 s')]), 0, server.log());
+      // What waits on Redis gives up once its connection has gone unanswered for 5 s.
+      assert.ok(Date.now() - signalled < 12000, `stopping took ${Date.now() - signalled} ms with no client to drain:\n${server.log()}`);
+    } finally {
+      if (server.child.exitCode === null) await server.stop('SIGKILL');
       proxy.close();
       await privateRedis.stop();
       await database.drop();
