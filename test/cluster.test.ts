@@ -413,6 +413,31 @@ describe('a cluster of servers', { skip }, () => {
     }
   });
 
+  it('sends no client to another server while the registry cannot be read (it may have died meanwhile)', async () => {
+    const privateRedis = await startService('redis');
+    const database = freshDatabase(mongo!);
+    const env = { MONGO_URL: database.url, REDIS_URL: privateRedis.url };
+    const [balancer, other] = await Promise.all([member(env, ['--balancer']), member(env)]);
+    const clients = new Clients();
+    const baseUrl = async () => ((await (await fetch(`${balancer.url}/sockjs/info`)).json()) as { base_url?: string }).base_url;
+    try {
+      await settled(balancer, 2);
+      await clients.open(balancer.url, 10, true);
+      await eventually(async () => (await baseUrl()) === `${other.url}/sockjs`, 'the loaded balancer to pin SockJS clients to the other server');
+      await privateRedis.stop();
+      other.child.kill('SIGKILL');
+      await exited(other.child);
+      // Past the registry's time to live (3 intervals of 200 ms) and one refresh.
+      await sleep(1500);
+      assert.equal(await baseUrl(), undefined, 'a SockJS client was pinned to a server killed while Redis was down');
+    } finally {
+      await clients.closeAll();
+      await Promise.all([balancer.stop(), other.stop()]);
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
   it('drains on SIGTERM while Redis is down, without waiting for the registry to answer', async () => {
     const privateRedis = await startService('redis');
     const database = freshDatabase(mongo!);
