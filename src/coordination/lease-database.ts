@@ -17,6 +17,10 @@ export const LEASES_COLLECTION = 'perseid_leases';
 /** The document whose `at` the database sets to its own time at each acquire, for every lease of the collection. */
 const CLOCK_ID = '~clock';
 
+function isDuplicateKey(error: unknown): boolean {
+  return error instanceof DuplicateKeyError || (error as { code?: unknown }).code === 11000;
+}
+
 export class DatabaseLease implements Lease {
   /** The token this holder was given when it took the lease (kept across renewals). */
   private token: number | undefined;
@@ -48,7 +52,7 @@ export class DatabaseLease implements Lease {
       try {
         await this.collection.insert({ _id: name, holder, token: 1, expiresAt });
       } catch (error) {
-        if (error instanceof DuplicateKeyError || (error as { code?: unknown }).code === 11000) return undefined;
+        if (isDuplicateKey(error)) return undefined;
         throw error;
       }
     }
@@ -62,7 +66,12 @@ export class DatabaseLease implements Lease {
 
   /** The database's time now, in ms since the epoch. */
   private async databaseNow(): Promise<number> {
-    await this.collection.update({ _id: CLOCK_ID }, { $currentDate: { at: true } }, { upsert: true });
+    const stamp = () => this.collection.update({ _id: CLOCK_ID }, { $currentDate: { at: true } }, { upsert: true });
+    // Two first stamps at once may both try to create the document (FerretDB says so): the loser's second one finds it.
+    await stamp().catch((error: unknown) => {
+      if (isDuplicateKey(error)) return stamp();
+      throw error;
+    });
     const { docs } = await this.collection.find({ collection: this.collection.name, selector: { _id: CLOCK_ID } });
     const at = docs[0]?.at;
     if (!(at instanceof Date)) throw new Error(`the lease clock in ${this.collection.name} holds ${String(at)}, not a date`);
