@@ -6,10 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
+import { redisKeyPrefix } from '../src/redis-keys.js';
 import { freshDatabase } from './databases.js';
 import { seriesValue } from './helpers.js';
 import { eventually, startPerseid, type PerseidProcess } from './processes.js';
@@ -86,5 +88,22 @@ describe("a balancing cluster's /metrics", { skip }, () => {
       }
     }
     assert.equal(text.match(/^# TYPE perseid_server_sessions gauge$/gm)?.length, 1);
+  });
+
+  it('lists a server of an older version, which announced no memory nor method times, with numbers', async () => {
+    // The entry format of the first clustered release: sessions, lag and CPU only.
+    const old = new Redis(redis!);
+    const id = 'older-server';
+    try {
+      const entry = { id, url: 'http://127.0.0.1:9', balancer: false, sessions: 2, lagMs: 0, cpuPercent: 1, updatedAt: Date.now() };
+      await old.set(`${redisKeyPrefix(database.url)}servers:${id}`, JSON.stringify(entry), 'PX', 60000);
+      let text = '';
+      await eventually(async () => (text = await (await fetch(`${balancer.url}/metrics`)).text()).includes(`server="${id}"`), 'the balancer to list the older server', 5000);
+      const values = text.split('\n').filter((line) => line.startsWith('perseid_server_') && line.includes(`{server="${id}"}`));
+      assert.ok(values.length >= 6 && values.every((line) => Number.isFinite(Number(line.split(' ').at(-1)))), values.join('\n'));
+    } finally {
+      await old.del(`${redisKeyPrefix(database.url)}servers:${id}`);
+      old.disconnect();
+    }
   });
 });

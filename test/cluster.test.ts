@@ -6,8 +6,11 @@
  * but a reconnect.
  */
 import assert from 'node:assert/strict';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { resolve } from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
@@ -19,6 +22,7 @@ import { eventually, exited, SockjsPeer, startPerseid, type PerseidProcess } fro
 import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
+const SKEW = pathToFileURL(resolve('dist/test/fixtures/skewed-clock.js')).href;
 const mongo = await serviceUrl('mongo-java-server');
 const redis = await serviceUrl('redis');
 const skip = needsServices({ 'mongo-java-server': mongo, redis });
@@ -185,6 +189,23 @@ describe('a cluster of servers', { skip }, () => {
     }
   });
 
+  it('ages MongoDB registry entries by the database\'s clock: servers whose clocks disagree by more than the time to live see each other, and a dead one drops out in time', async () => {
+    const database = freshDatabase(mongo!);
+    const env = (skewMs: number) => ({ MONGO_URL: database.url, REDIS_URL: '', PERSEID_TEST_CLOCK_SKEW_MS: String(skewMs), NODE_OPTIONS: `--import=${SKEW}` });
+    // 5 s apart, where entries live 0.6 s (3 intervals of 200 ms).
+    const [behind, ahead] = await Promise.all([member(env(-2500), ['--discovery', 'mongo']), member(env(2500), ['--discovery', 'mongo'])]);
+    try {
+      for (const server of [behind, ahead]) await eventually(async () => (await stats(server)).cluster?.servers.length === 2, `${server.url} to see both servers`, 5000);
+      const killedAt = Date.now();
+      ahead.child.kill('SIGKILL');
+      await eventually(async () => (await stats(behind)).cluster!.servers.length === 1, 'the killed server to expire', 5000);
+      assert.ok(Date.now() - killedAt < 3000, `gone after ${Date.now() - killedAt} ms, where entries live 600 ms`);
+    } finally {
+      await Promise.all([behind.stop(), ahead.stop()]);
+      await database.drop();
+    }
+  });
+
   describe('fan-out over Redis', () => {
     let database: ReturnType<typeof freshDatabase>;
     const servers: PerseidProcess[] = [];
@@ -319,6 +340,102 @@ describe('a cluster of servers', { skip }, () => {
         admin.disconnect();
       }
     });
+  });
+
+  /**
+   * A proxy to `port` whose connections open so far can be made silent: kept open, nothing passed either way (a
+   * partition between one server and Redis; connections opened later pass).
+   */
+  async function silencingProxy(port: number): Promise<{ url: string; silence(): void; close(): void }> {
+    const open = new Set<Socket>();
+    const silent = new Set<Socket>();
+    const proxy = createServer((client) => {
+      const upstream = connect(port, '127.0.0.1');
+      for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
+        from.on('data', (data) => void (silent.has(client) || to.write(data)));
+        from.on('close', () => to.destroy());
+        from.on('error', () => to.destroy());
+      }
+      open.add(client);
+      client.on('close', () => (open.delete(client), silent.delete(client)));
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    return {
+      url: `redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+      silence: () => open.forEach((socket) => silent.add(socket)),
+      close: () => {
+        for (const socket of open) socket.destroy();
+        proxy.close();
+      },
+    };
+  }
+
+  it('replaces a connection to Redis that stops answering without closing, and catches up', async () => {
+    const privateRedis = await startService('redis');
+    const proxy = await silencingProxy(privateRedis.port);
+    const database = freshDatabase(mongo!);
+    const env = { MONGO_URL: database.url, PERSEID_FANOUT: 'redis', PERSEID_RELAY: 'off' };
+    const [cut, other] = await Promise.all([startPerseid(APP, ['--port', '0'], { ...env, REDIS_URL: proxy.url }), startPerseid(APP, ['--port', '0'], { ...env, REDIS_URL: privateRedis.url })]);
+    const clients = new Clients();
+    try {
+      const [reader] = await clients.open(cut.url, 1);
+      const [writer] = await clients.open(other.url, 1);
+      await reader!.subscribe('items').ready();
+      proxy.silence();
+      const id = await writer!.call<string>('addItem', 1, 'while the first server hears nothing from Redis');
+      await eventually(() => reader!.collection<Item>('items').fetch().some((item) => item.id === id), 'the write on the cut-off server', 15000);
+      assert.equal((cut.log().match(/redis connection lost/g) ?? []).length, 1, cut.log());
+    } finally {
+      await clients.closeAll();
+      await Promise.all([cut.stop(), other.stop()]);
+      proxy.close();
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
+  it('stops on SIGTERM while Redis does not answer (a partition)', async () => {
+    const privateRedis = await startService('redis');
+    const proxy = await silencingProxy(privateRedis.port);
+    const database = freshDatabase(mongo!);
+    const server = await member({ MONGO_URL: database.url, REDIS_URL: proxy.url, PERSEID_FANOUT: 'redis' }, ['--drain-ms', '1000']);
+    try {
+      proxy.silence();
+      const signalled = Date.now();
+      assert.equal(await Promise.race([server.stop('SIGTERM'), sleep(20000).then(() => 'still running after 20 s')]), 0, server.log());
+      // What waits on Redis gives up once its connection has gone unanswered for 5 s.
+      assert.ok(Date.now() - signalled < 12000, `stopping took ${Date.now() - signalled} ms with no client to drain:\n${server.log()}`);
+    } finally {
+      if (server.child.exitCode === null) await server.stop('SIGKILL');
+      proxy.close();
+      await privateRedis.stop();
+      await database.drop();
+    }
+  });
+
+  it('sends no client to another server while the registry cannot be read (it may have died meanwhile)', async () => {
+    const privateRedis = await startService('redis');
+    const database = freshDatabase(mongo!);
+    const env = { MONGO_URL: database.url, REDIS_URL: privateRedis.url };
+    const [balancer, other] = await Promise.all([member(env, ['--balancer']), member(env)]);
+    const clients = new Clients();
+    const baseUrl = async () => ((await (await fetch(`${balancer.url}/sockjs/info`)).json()) as { base_url?: string }).base_url;
+    try {
+      await settled(balancer, 2);
+      await clients.open(balancer.url, 10, true);
+      await eventually(async () => (await baseUrl()) === `${other.url}/sockjs`, 'the loaded balancer to pin SockJS clients to the other server');
+      await privateRedis.stop();
+      other.child.kill('SIGKILL');
+      await exited(other.child);
+      // Past the registry's time to live (3 intervals of 200 ms) and one refresh.
+      await sleep(1500);
+      assert.equal(await baseUrl(), undefined, 'a SockJS client was pinned to a server killed while Redis was down');
+    } finally {
+      await clients.closeAll();
+      await Promise.all([balancer.stop(), other.stop()]);
+      await privateRedis.stop();
+      await database.drop();
+    }
   });
 
   it('drains on SIGTERM while Redis is down, without waiting for the registry to answer', async () => {

@@ -1,5 +1,6 @@
 /** The shared lease suite (test/suites/lease.ts) against memory, Redis, and the database lease on every database. */
-import { describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { DatabaseLease, LEASES_COLLECTION } from '../src/coordination/lease-database.js';
 import { MemoryLeases } from '../src/coordination/lease-memory.js';
@@ -47,5 +48,27 @@ for (const target of perServer) {
       const collection = opened.database.driver.collection(LEASES_COLLECTION);
       return { make: (options) => new DatabaseLease(collection, options), close: () => opened.cleanup() };
     });
+  });
+}
+
+// Processes sharing one MongoDB may disagree on the time (the embedded store is one process's, on its own clock).
+for (const target of targets.filter((t, i) => targets.findIndex((u) => u.server === t.server) === i)) {
+  it(`database lease on ${target.server}: a holder whose clock runs ahead by more than the lease leaves a live lease alone`, async () => {
+    const opened = await target.open();
+    const realNow = Date.now;
+    try {
+      const collection = opened.database.driver.collection(LEASES_COLLECTION);
+      const live = new DatabaseLease(collection, { name: 'skewed', holder: 'live', ttlMs: 3000 });
+      const ahead = new DatabaseLease(collection, { name: 'skewed', holder: 'ahead', ttlMs: 3000 });
+      const token = await live.acquire();
+      assert.equal(typeof token, 'number');
+      Date.now = () => realNow() + 8000;
+      assert.equal(await ahead.acquire(), undefined, 'a process 8 s ahead took a lease renewed just now');
+      Date.now = realNow;
+      assert.equal(await live.acquire(), token);
+    } finally {
+      Date.now = realNow;
+      await opened.cleanup();
+    }
   });
 }

@@ -37,6 +37,8 @@ export class Balancer {
 
   /** The server to send a new client to (among those `eligible` allows, this one always is), or undefined to keep it here. */
   pick(margin: Margin, eligible: (entry: ServerEntry) => boolean = () => true): ServerEntry | undefined {
+    // A SockJS client sent to a server that died while the registry could not be read would fail, and come back here.
+    if (this.discovery.stale()) return undefined;
     const now = Date.now();
     const sentTo = (entry: ServerEntry) => {
       const sent = this.sent.get(entry.id);

@@ -16,6 +16,8 @@ export interface DiscoveryOptions {
 /** Announces this server and keeps the list of live ones, both on a timer. */
 export class Discovery {
   private known: ServerEntry[] = [];
+  /** When the list was last read from the store (performance.now()). */
+  private listedAt = -Infinity;
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> = Promise.resolve();
   private left = false;
@@ -47,6 +49,11 @@ export class Discovery {
     return this.known;
   }
 
+  /** Whether the list is older than the time to live (the registry unreachable): it may name servers that died since. */
+  stale(): boolean {
+    return performance.now() - this.listedAt > this.ttlMs;
+  }
+
   /**
    * Stops announcing and removes this server's entry (drain: no new clients are sent here). Waits for the registry an
    * interval at most: when it does not answer (Redis down), the entry expires within its time to live anyway, and the
@@ -72,6 +79,7 @@ export class Discovery {
       this.failures.succeeded();
       if (this.left) return;
       this.known = servers;
+      this.listedAt = performance.now();
     } catch (error) {
       this.failures.failed(error);
     }

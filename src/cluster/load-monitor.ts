@@ -87,8 +87,9 @@ export function serverSummary(server: string, load: LoadFigures): ServerSummary 
     sessions: load.sessions,
     cpuPercent: load.cpuPercent,
     lagMs: load.lagMs,
-    memoryMb: load.memoryMb,
+    // Servers of the first clustered release announced neither memory nor method times (their entries lack them).
+    memoryMb: load.memoryMb ?? 0,
     methodsPerSec: load.methodsPerSec ?? 0,
-    methodP95Ms: load.methodP95Ms,
+    methodP95Ms: load.methodP95Ms ?? 0,
   };
 }

@@ -2,12 +2,18 @@
  * Redis pub/sub as the fan-out bus (ioredis): one connection publishes, one
  * subscribes, channels are subscribed on first use and dropped after last use.
  * ioredis reconnects by itself; after a reconnect the handlers of onReconnect
- * run, since what was published while the connection was down is gone.
+ * run, since what was published while the connection was down is gone. Both
+ * connections are pinged every CHECK_MS, so one that Redis stopped answering
+ * without closing it is replaced within UNANSWERED_MS, as if it had dropped.
  */
 import { Redis } from 'ioredis';
 import type { Logger } from '../log.js';
+import { UNANSWERED_MS } from '../redis-client.js';
 import { ChannelHandlers, type FanoutBus } from './bus.js';
 import { fanoutMetrics } from './fanout-metrics.js';
+
+/** How often each connection is asked for an answer: a subscriber only listens, and would never notice silence. */
+const CHECK_MS = 2000;
 
 export class RedisBus implements FanoutBus {
   private readonly publisher: Redis;
@@ -18,12 +24,13 @@ export class RedisBus implements FanoutBus {
   private readonly subscribing = new Map<string, Promise<void>>();
   /** The connections lost and not back yet: the log says when the first goes and when the last is back. */
   private readonly down = new Set<Redis>();
+  private readonly checks: NodeJS.Timeout;
 
   constructor(
     url: string,
     private readonly log: Logger,
   ) {
-    const options = { maxRetriesPerRequest: null, retryStrategy: (attempt: number) => Math.min(2000, 50 * 2 ** attempt) };
+    const options = { maxRetriesPerRequest: null, socketTimeout: UNANSWERED_MS, retryStrategy: (attempt: number) => Math.min(2000, 50 * 2 ** attempt) };
     // While Redis is down, publishing fails at once instead of queueing without bound: the
     // resync after the reconnect covers what was not sent. Subscribing queues (it must happen).
     this.publisher = new Redis(url, { ...options, enableOfflineQueue: false });
@@ -45,6 +52,10 @@ export class RedisBus implements FanoutBus {
         if (connection === this.subscriber) for (const handler of this.reconnectHandlers) handler();
       });
     }
+    this.checks = setInterval(() => {
+      for (const connection of [this.publisher, this.subscriber]) if (connection.status === 'ready') connection.ping().catch(() => undefined);
+    }, CHECK_MS);
+    this.checks.unref();
   }
 
   /** Resolves once both connections are up (startup waits for it). */
@@ -94,6 +105,7 @@ export class RedisBus implements FanoutBus {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.checks);
     this.publisher.disconnect();
     this.subscriber.disconnect();
   }
