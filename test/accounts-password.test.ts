@@ -191,6 +191,18 @@ describe('accounts: passwords and users (embedded store)', () => {
     other.close();
   });
 
+  it("mails nothing from the server's createUser, as Meteor's: an app's enrollment sends one link, and it sets the password", async () => {
+    mails.length = 0;
+    const id = await t.accounts.createUser({ email: 'enrol@example.com' });
+    assert.deepEqual(mails.map((m) => m.kind), [], 'only the createUser method mails (sendVerificationEmail is on)');
+    const token = await t.accounts.sendEnrollmentEmail(id);
+    assert.deepEqual(mails.map((m) => [m.kind, m.to]), [['enrollAccount', 'enrol@example.com']]);
+    const peer = await RawPeer.connected(t.wsUrl);
+    assert.equal(((await call(peer, 'resetPassword', token, digest('chosen'))).result as Message).id, id);
+    assert.equal(((await call(peer, 'login', { user: { email: 'enrol@example.com' }, password: digest('chosen') })).result as Message).id, id);
+    peer.close();
+  });
+
   it('enforces the unique sparse indexes on array paths in the embedded store', async () => {
     await assert.rejects(users.insertAsync({ _id: 'dup', emails: [{ address: 'lin@example.com', verified: false }] }), { code: 11000 });
     await users.insertAsync({ _id: 't1', services: { resume: { loginTokens: [{ hashedToken: 'h', when: new Date() }] } } });

@@ -48,7 +48,7 @@ export interface AccountsOptions {
   passwordMaxLength?: number;
   /** Extra fields of the user's own document published to them, besides username, emails and profile. */
   defaultFieldSelector?: Record<string, 0 | 1>;
-  /** Mail a verification link to the e-mail of each new user. */
+  /** Mail a verification link (an enrollment link if it has no password) to the e-mail of each user the createUser method makes. */
   sendVerificationEmail?: boolean;
   /** Meteor's default rule: 5 calls per 10 s per connection to login, createUser, resetPassword, forgotPassword (default true). */
   defaultRateLimit?: boolean;
@@ -186,7 +186,7 @@ export class Accounts {
 
   // ---- server-side API ----
 
-  /** Creates a user (no login); returns its id. */
+  /** Creates a user (no login, and no e-mail: the app sends one if it wants, as with Meteor's); returns its id. */
   createUser(options: CreateUserOptions): Promise<string> {
     return this.createUserFrom(options, undefined);
   }
@@ -199,7 +199,17 @@ export class Accounts {
     if (!username && !email) throw AccountsErrors.needUsernameOrEmail();
     const user: User = { _id: '', services: {} };
     if (password) user.services!.password = await this.ctx.hasher.stored(password, from);
-    const userId = await this.insertCheckingDuplicates(user, options);
+    return this.insertCheckingDuplicates(user, options);
+  }
+
+  /**
+   * The createUser method's user (Meteor's createUserVerifyingEmail): with sendVerificationEmail, its address is
+   * mailed a verification link, or an enrollment link when it has no password. Only the method mails: an app
+   * creating users itself and then calling sendEnrollmentEmail would otherwise send two, the first one's link dead.
+   */
+  private async createUserVerifyingEmail(options: CreateUserOptions, from: string | undefined): Promise<string> {
+    const userId = await this.createUserFrom(options, from);
+    const { email, password } = options;
     if (email && this.options.sendVerificationEmail) {
       if (password) await this.emailTokens.sendVerification(userId, email);
       else await this.emailTokens.sendReset(userId, email, 'enroll');
@@ -400,7 +410,7 @@ export class Accounts {
         return accounts.loginMethod(this, 'createUser', [options], async () => {
           check(options, Object);
           if (accounts.options.forbidClientAccountCreation) return { type: 'password', error: AccountsErrors.signupsForbidden() };
-          return { type: 'password', userId: await accounts.createUserFrom(options as CreateUserOptions, this.connection.clientAddress) };
+          return { type: 'password', userId: await accounts.createUserVerifyingEmail(options as CreateUserOptions, this.connection.clientAddress) };
         });
       },
 
