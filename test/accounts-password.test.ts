@@ -334,6 +334,26 @@ describe('accounts: options', () => {
   });
   after(() => opened.cleanup());
 
+  it("publishes the user's own document with defaultFieldSelector: inclusions add fields, Meteor's {services: 0} changes nothing", async () => {
+    for (const [defaultFieldSelector, published] of [
+      [{ services: 0 }, ['emails', 'profile', 'username']],
+      [{ createdAt: 1 }, ['createdAt', 'emails', 'profile', 'username']],
+    ] as const) {
+      const t = await accountsServer(opened.database, { defaultFieldSelector, defaultRateLimit: false });
+      try {
+        const peer = await RawPeer.connected(t.wsUrl);
+        const name = `fields${published.length}`;
+        const { id } = (await call(peer, 'createUser', { username: name, email: `${name}@example.com`, password: digest('pw'), profile: { name } })).result as { id: string };
+        // A login's subscription re-run is sent before its result.
+        const own = peer.received.find((m) => m.msg === 'added' && m.collection === 'users' && m.id === id);
+        assert.deepEqual(Object.keys((own?.fields ?? {}) as object).sort(), published);
+        peer.close();
+      } finally {
+        await t.close();
+      }
+    }
+  });
+
   it('gives precise errors with ambiguousErrorMessages off, and forbids client sign-ups when asked', async () => {
     const t = await accountsServer(opened.database, { ambiguousErrorMessages: false, forbidClientAccountCreation: true, defaultRateLimit: false });
     try {

@@ -46,7 +46,7 @@ export interface AccountsOptions {
   argon2?: Partial<Argon2Params>;
   /** Longest plain-string password accepted (default 256). */
   passwordMaxLength?: number;
-  /** Extra fields of the user's own document published to them, besides username, emails and profile. */
+  /** Extra fields of the user's own document published to them, besides username, emails and profile; exclusions (Meteor's `{services: 0}`) change nothing. */
   defaultFieldSelector?: Record<string, 0 | 1>;
   /** Mail a verification link (an enrollment link if it has no password) to the e-mail of each user the createUser method makes. */
   sendVerificationEmail?: boolean;
@@ -491,7 +491,10 @@ export class Accounts {
   }
 
   private registerPublication(): void {
-    const fields = { profile: 1, username: 1, emails: 1, ...this.options.defaultFieldSelector } as Record<string, 0 | 1>;
+    // Only inclusions add fields: Meteor's usual selector excludes (`{services: 0}`, fields left out of the user
+    // its server code reads), and merged with these inclusions it made a projection no query accepts.
+    const extra = Object.entries(this.options.defaultFieldSelector ?? {}).filter(([, include]) => include);
+    const fields = { profile: 1, username: 1, emails: 1, ...Object.fromEntries(extra) } as Record<string, 0 | 1>;
     const users = this.users;
     this.server.publish(null, function (this: Subscription) {
       return this.userId ? users.find({ _id: this.userId }, { fields }) : null;
