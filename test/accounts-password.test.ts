@@ -420,6 +420,23 @@ describe('accounts: options', () => {
     }
   });
 
+  it("puts the app's links in e-mails: under siteUrl's #/ by default, or as the urls option (Meteor's Accounts.urls) builds them", async () => {
+    const sent: AccountsEmail[] = [];
+    const urls = { resetPassword: (token: string) => `https://app.example/reset/${token}`, verifyEmail: (token: string) => `https://app.example/verify?t=${token}` };
+    const t = await accountsServer(opened.database, { mailer: (m) => void sent.push(m), siteUrl: 'https://app.example/', urls, defaultRateLimit: false });
+    try {
+      const id = await t.accounts.createUser({ username: 'links', email: 'links@example.com' });
+      const tokens = [await t.accounts.sendResetPasswordEmail(id), await t.accounts.sendVerificationEmail(id), await t.accounts.sendEnrollmentEmail(id)];
+      assert.deepEqual(
+        sent.map((m) => m.url),
+        [`https://app.example/reset/${tokens[0]}`, `https://app.example/verify?t=${tokens[1]}`, `https://app.example/#/enroll-account/${tokens[2]}`],
+      );
+      assert.ok(sent.every((m) => m.text.includes(m.url)));
+    } finally {
+      await t.close();
+    }
+  });
+
   it('sends e-mails over SMTP (nodemailer) when given an SMTP URL', async () => {
     const received: string[] = [];
     const smtp = new SMTPServer({

@@ -16,7 +16,7 @@ import type { ConnectionHandle } from '../server/connection-handle.js';
 import type { MethodInvocation } from '../server/method-invocation.js';
 import type { Subscription } from '../server/subscription.js';
 import { check, Match, type Pattern } from '../validation/check.js';
-import { EmailTokens, hashEmailToken } from './email-tokens.js';
+import { EmailTokens, hashEmailToken, type EmailTokenSettings } from './email-tokens.js';
 import { AccountsErrors, credentialsError, invalidLoginToken, notLoggedIn } from './errors.js';
 import { Identifier, runLoginHandlers, passwordMatches, type LoginContext, type LoginResult } from './login-handlers.js';
 import { LoginSessions } from './login-sessions.js';
@@ -54,6 +54,8 @@ export interface AccountsOptions {
   defaultRateLimit?: boolean;
   /** The app's URL, for the links in e-mails (default ROOT_URL, else http://localhost:3000). */
   siteUrl?: string;
+  /** The links in e-mails, as Meteor's `Accounts.urls` (default `<siteUrl>/#/reset-password/<token>`, `#/enroll-account/`, `#/verify-email/`). */
+  urls?: EmailTokenSettings['urls'];
   /** SMTP URL for e-mails (default MAIL_URL); without one, e-mails are logged. */
   mailUrl?: string;
   /** Sends accounts e-mails; wins over mailUrl. */
@@ -124,6 +126,7 @@ export class Accounts {
     const mailUrl = options.mailUrl ?? process.env.MAIL_URL;
     this.emailTokens = new EmailTokens(this.users, {
       siteUrl: options.siteUrl ?? process.env.ROOT_URL ?? 'http://localhost:3000',
+      urls: options.urls,
       from: options.emailFrom ?? 'Accounts <no-reply@localhost>',
       resetDays: options.passwordResetTokenExpirationInDays ?? 3,
       enrollDays: options.passwordEnrollTokenExpirationInDays ?? 30,
