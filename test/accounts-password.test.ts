@@ -187,6 +187,9 @@ describe('accounts: passwords and users (embedded store)', () => {
     assert.equal(((await call(other, 'verifyEmail', token)).result as Message).id, created.id);
     assert.deepEqual((await users.findOneAsync({ _id: created.id as string }))!.emails, [{ address: 'v@example.com', verified: true }]);
     assert.deepEqual(errorOf(await call(other, 'verifyEmail', token)), { error: 403, reason: 'Verify email link expired' });
+    // Nothing left to verify: no mail, as in Meteor (it mailed the verified address again).
+    await assert.rejects(t.accounts.sendVerificationEmail(created.id as string), { message: 'That user has no unverified email addresses.' });
+    assert.equal(mails.length, 1);
     peer.close();
     other.close();
   });

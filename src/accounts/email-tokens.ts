@@ -52,9 +52,15 @@ export class EmailTokens {
     return token;
   }
 
-  private static pickAddress(user: User, email: string | undefined, unverifiedFirst: boolean): string {
+  /** `email`, which must be the user's; without it the first address (reset), or the first unverified one (verification). */
+  private static pickAddress(user: User, email: string | undefined, unverified: boolean): string {
     const addresses = (user.emails ?? []).map((e) => e.address);
-    const chosen = email ?? (unverifiedFirst ? user.emails?.find((e) => !e.verified)?.address : undefined) ?? addresses[0];
+    if (email === undefined && unverified) {
+      const first = user.emails?.find((e) => !e.verified)?.address;
+      if (first === undefined) throw new Error('That user has no unverified email addresses.');
+      return first;
+    }
+    const chosen = email ?? addresses[0];
     if (!chosen || !addresses.includes(chosen)) throw new Error('No such email for user.');
     return chosen;
   }
