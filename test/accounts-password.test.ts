@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { SMTPServer } from 'smtp-server';
 import { Collection } from '../src/collections/collection.js';
+import { accounts } from '../src/accounts/index.js';
 import type { AccountsEmail } from '../src/accounts/mailer.js';
 import type { User } from '../src/accounts/users.js';
 import { embeddedTarget } from './databases.js';
@@ -354,6 +355,19 @@ describe('accounts: options', () => {
       } finally {
         await t.close();
       }
+    }
+  });
+
+  it('refuses options given to a second accounts(server) call, which could not take effect', async () => {
+    const t = await accountsServer(opened.database, { defaultRateLimit: false });
+    try {
+      assert.equal(accounts(t.server), t.accounts, 'without options: the same Accounts');
+      assert.throws(() => accounts(t.server, { forbidClientAccountCreation: true }), { message: /already called for this server: give every option at the first call/ });
+      const peer = await RawPeer.connected(t.wsUrl);
+      assert.ok((await call(peer, 'createUser', { username: 'second-call', password: digest('pw') })).result, 'sign-ups as the first call set');
+      peer.close();
+    } finally {
+      await t.close();
     }
   });
 
