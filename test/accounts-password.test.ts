@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { SMTPServer } from 'smtp-server';
 import { Collection } from '../src/collections/collection.js';
+import { accounts } from '../src/accounts/index.js';
 import type { AccountsEmail } from '../src/accounts/mailer.js';
 import type { User } from '../src/accounts/users.js';
 import { embeddedTarget } from './databases.js';
@@ -187,8 +188,23 @@ describe('accounts: passwords and users (embedded store)', () => {
     assert.equal(((await call(other, 'verifyEmail', token)).result as Message).id, created.id);
     assert.deepEqual((await users.findOneAsync({ _id: created.id as string }))!.emails, [{ address: 'v@example.com', verified: true }]);
     assert.deepEqual(errorOf(await call(other, 'verifyEmail', token)), { error: 403, reason: 'Verify email link expired' });
+    // Nothing left to verify: no mail, as in Meteor (it mailed the verified address again).
+    await assert.rejects(t.accounts.sendVerificationEmail(created.id as string), { message: 'That user has no unverified email addresses.' });
+    assert.equal(mails.length, 1);
     peer.close();
     other.close();
+  });
+
+  it("mails nothing from the server's createUser, as Meteor's: an app's enrollment sends one link, and it sets the password", async () => {
+    mails.length = 0;
+    const id = await t.accounts.createUser({ email: 'enrol@example.com' });
+    assert.deepEqual(mails.map((m) => m.kind), [], 'only the createUser method mails (sendVerificationEmail is on)');
+    const token = await t.accounts.sendEnrollmentEmail(id);
+    assert.deepEqual(mails.map((m) => [m.kind, m.to]), [['enrollAccount', 'enrol@example.com']]);
+    const peer = await RawPeer.connected(t.wsUrl);
+    assert.equal(((await call(peer, 'resetPassword', token, digest('chosen'))).result as Message).id, id);
+    assert.equal(((await call(peer, 'login', { user: { email: 'enrol@example.com' }, password: digest('chosen') })).result as Message).id, id);
+    peer.close();
   });
 
   it('enforces the unique sparse indexes on array paths in the embedded store', async () => {
@@ -322,6 +338,40 @@ describe('accounts: options', () => {
   });
   after(() => opened.cleanup());
 
+  it("publishes the user's own document with defaultFieldSelector: inclusions add fields, Meteor's {services: 0} changes nothing", async () => {
+    for (const [defaultFieldSelector, published] of [
+      [{ services: 0 }, ['emails', 'profile', 'username']],
+      [{ createdAt: 1 }, ['createdAt', 'emails', 'profile', 'username']],
+    ] as const) {
+      const t = await accountsServer(opened.database, { defaultFieldSelector, defaultRateLimit: false });
+      try {
+        const peer = await RawPeer.connected(t.wsUrl);
+        const name = `fields${published.length}`;
+        // No password: no bcrypt turn to wait for behind the hashes earlier tests left queued for this address.
+        const { id } = (await call(peer, 'createUser', { username: name, email: `${name}@example.com`, profile: { name } })).result as { id: string };
+        // A login's subscription re-run is sent before its result.
+        const own = peer.received.find((m) => m.msg === 'added' && m.collection === 'users' && m.id === id);
+        assert.deepEqual(Object.keys((own?.fields ?? {}) as object).sort(), published);
+        peer.close();
+      } finally {
+        await t.close();
+      }
+    }
+  });
+
+  it('refuses options given to a second accounts(server) call, which could not take effect', async () => {
+    const t = await accountsServer(opened.database, { defaultRateLimit: false });
+    try {
+      assert.equal(accounts(t.server), t.accounts, 'without options: the same Accounts');
+      assert.throws(() => accounts(t.server, { forbidClientAccountCreation: true }), { message: /already called for this server: give every option at the first call/ });
+      const peer = await RawPeer.connected(t.wsUrl);
+      assert.ok((await call(peer, 'createUser', { username: 'second-call' })).result, 'sign-ups as the first call set');
+      peer.close();
+    } finally {
+      await t.close();
+    }
+  });
+
   it('gives precise errors with ambiguousErrorMessages off, and forbids client sign-ups when asked', async () => {
     const t = await accountsServer(opened.database, { ambiguousErrorMessages: false, forbidClientAccountCreation: true, defaultRateLimit: false });
     try {
@@ -383,6 +433,23 @@ describe('accounts: options', () => {
       assert.equal(errorOf(await call(peer, 'login', { user: { username: 'x' }, password: digest('x') }))?.error, 403);
       peer.close();
       fresh.close();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("puts the app's links in e-mails: under siteUrl's #/ by default, or as the urls option (Meteor's Accounts.urls) builds them", async () => {
+    const sent: AccountsEmail[] = [];
+    const urls = { resetPassword: (token: string) => `https://app.example/reset/${token}`, verifyEmail: (token: string) => `https://app.example/verify?t=${token}` };
+    const t = await accountsServer(opened.database, { mailer: (m) => void sent.push(m), siteUrl: 'https://app.example/', urls, defaultRateLimit: false });
+    try {
+      const id = await t.accounts.createUser({ username: 'links', email: 'links@example.com' });
+      const tokens = [await t.accounts.sendResetPasswordEmail(id), await t.accounts.sendVerificationEmail(id), await t.accounts.sendEnrollmentEmail(id)];
+      assert.deepEqual(
+        sent.map((m) => m.url),
+        [`https://app.example/reset/${tokens[0]}`, `https://app.example/verify?t=${tokens[1]}`, `https://app.example/#/enroll-account/${tokens[2]}`],
+      );
+      assert.ok(sent.every((m) => m.text.includes(m.url)));
     } finally {
       await t.close();
     }

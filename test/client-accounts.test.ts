@@ -2,12 +2,13 @@
  * AccountsClient over a real server with accounts: the login survives a
  * reconnect to a new session (the server forgot it; the client logs in again
  * with its token), with a storage and without one; and says logged out when
- * the token it shares with another tab is gone.
+ * the token it shares with another tab is gone; and follows the links of
+ * the accounts e-mails (reset, verification), logging in as they do.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AccountsClient, DDPClient, type TokenStorage } from '../src/client/node.js';
-import { accounts } from '../src/accounts/index.js';
+import { accounts, type AccountsEmail } from '../src/accounts/index.js';
 import { startServer, type TestServer } from './helpers.js';
 
 class MapStorage implements TokenStorage {
@@ -26,10 +27,12 @@ class MapStorage implements TokenStorage {
 describe('AccountsClient', () => {
   let t: TestServer;
   const clients: DDPClient[] = [];
+  const mails: AccountsEmail[] = [];
+  const tokenOf = (kind: AccountsEmail['kind']) => mails.findLast((m) => m.kind === kind)!.url.split('/').at(-1)!;
 
   before(async () => {
     t = await startServer(async (server) => {
-      await accounts(server, { mailer: () => undefined }).ready;
+      await accounts(server, { mailer: (mail) => void mails.push(mail), sendVerificationEmail: true }).ready;
       server.methods({
         whoami(this: { userId: string | null }) {
           return this.userId;
@@ -76,5 +79,26 @@ describe('AccountsClient', () => {
     await loggedOut;
     assert.equal(otherTab.userId(), null);
     assert.equal(await second.call('whoami'), null);
+  });
+
+  it("follows the e-mails' links: forgotPassword and resetPassword log in with a new token (the other logins end), verifyEmail", { timeout: 10000 }, async () => {
+    const [first, second] = [new DDPClient(t.url), new DDPClient(t.url)];
+    clients.push(first, second);
+    const device = new AccountsClient(first, new MapStorage());
+    const id = await device.createUser({ username: 'forgetful', email: 'forgetful@example.com', password: 'old' });
+    const loggedOut = new Promise<void>((resolve) => device.on('logout', resolve));
+    const storage = new MapStorage();
+    const page = new AccountsClient(second, storage);
+    await page.forgotPassword({ email: 'forgetful@example.com' });
+    assert.equal(await page.resetPassword(tokenOf('resetPassword'), 'new'), id);
+    assert.equal(page.userId(), id);
+    await loggedOut; // the login that had the old password ended
+    second.disconnect();
+    await second.connect();
+    assert.equal(await second.call('whoami'), id, 'the new token was stored: a new session resumes with it');
+    assert.equal(await page.verifyEmail(tokenOf('verifyEmail')), id);
+    assert.deepEqual(page.user()?.emails, [{ address: 'forgetful@example.com', verified: true }]);
+    await page.changePassword('new', 'newer');
+    assert.equal(await device.loginWithPassword('forgetful', 'newer'), id);
   });
 });

@@ -16,7 +16,7 @@ import type { ConnectionHandle } from '../server/connection-handle.js';
 import type { MethodInvocation } from '../server/method-invocation.js';
 import type { Subscription } from '../server/subscription.js';
 import { check, Match, type Pattern } from '../validation/check.js';
-import { EmailTokens, hashEmailToken } from './email-tokens.js';
+import { EmailTokens, hashEmailToken, type EmailTokenSettings } from './email-tokens.js';
 import { AccountsErrors, credentialsError, invalidLoginToken, notLoggedIn } from './errors.js';
 import { Identifier, runLoginHandlers, passwordMatches, type LoginContext, type LoginResult } from './login-handlers.js';
 import { LoginSessions } from './login-sessions.js';
@@ -46,14 +46,16 @@ export interface AccountsOptions {
   argon2?: Partial<Argon2Params>;
   /** Longest plain-string password accepted (default 256). */
   passwordMaxLength?: number;
-  /** Extra fields of the user's own document published to them, besides username, emails and profile. */
+  /** Extra fields of the user's own document published to them, besides username, emails and profile; exclusions (Meteor's `{services: 0}`) change nothing. */
   defaultFieldSelector?: Record<string, 0 | 1>;
-  /** Mail a verification link to the e-mail of each new user. */
+  /** Mail a verification link (an enrollment link if it has no password) to the e-mail of each user the createUser method makes. */
   sendVerificationEmail?: boolean;
   /** Meteor's default rule: 5 calls per 10 s per connection to login, createUser, resetPassword, forgotPassword (default true). */
   defaultRateLimit?: boolean;
   /** The app's URL, for the links in e-mails (default ROOT_URL, else http://localhost:3000). */
   siteUrl?: string;
+  /** The links in e-mails, as Meteor's `Accounts.urls` (default `<siteUrl>/#/reset-password/<token>`, `#/enroll-account/`, `#/verify-email/`). */
+  urls?: EmailTokenSettings['urls'];
   /** SMTP URL for e-mails (default MAIL_URL); without one, e-mails are logged. */
   mailUrl?: string;
   /** Sends accounts e-mails; wins over mailUrl. */
@@ -124,6 +126,7 @@ export class Accounts {
     const mailUrl = options.mailUrl ?? process.env.MAIL_URL;
     this.emailTokens = new EmailTokens(this.users, {
       siteUrl: options.siteUrl ?? process.env.ROOT_URL ?? 'http://localhost:3000',
+      urls: options.urls,
       from: options.emailFrom ?? 'Accounts <no-reply@localhost>',
       resetDays: options.passwordResetTokenExpirationInDays ?? 3,
       enrollDays: options.passwordEnrollTokenExpirationInDays ?? 30,
@@ -186,7 +189,7 @@ export class Accounts {
 
   // ---- server-side API ----
 
-  /** Creates a user (no login); returns its id. */
+  /** Creates a user (no login, and no e-mail: the app sends one if it wants, as with Meteor's); returns its id. */
   createUser(options: CreateUserOptions): Promise<string> {
     return this.createUserFrom(options, undefined);
   }
@@ -199,7 +202,17 @@ export class Accounts {
     if (!username && !email) throw AccountsErrors.needUsernameOrEmail();
     const user: User = { _id: '', services: {} };
     if (password) user.services!.password = await this.ctx.hasher.stored(password, from);
-    const userId = await this.insertCheckingDuplicates(user, options);
+    return this.insertCheckingDuplicates(user, options);
+  }
+
+  /**
+   * The createUser method's user (Meteor's createUserVerifyingEmail): with sendVerificationEmail, its address is
+   * mailed a verification link, or an enrollment link when it has no password. Only the method mails: an app
+   * creating users itself and then calling sendEnrollmentEmail would otherwise send two, the first one's link dead.
+   */
+  private async createUserVerifyingEmail(options: CreateUserOptions, from: string | undefined): Promise<string> {
+    const userId = await this.createUserFrom(options, from);
+    const { email, password } = options;
     if (email && this.options.sendVerificationEmail) {
       if (password) await this.emailTokens.sendVerification(userId, email);
       else await this.emailTokens.sendReset(userId, email, 'enroll');
@@ -400,7 +413,7 @@ export class Accounts {
         return accounts.loginMethod(this, 'createUser', [options], async () => {
           check(options, Object);
           if (accounts.options.forbidClientAccountCreation) return { type: 'password', error: AccountsErrors.signupsForbidden() };
-          return { type: 'password', userId: await accounts.createUserFrom(options as CreateUserOptions, this.connection.clientAddress) };
+          return { type: 'password', userId: await accounts.createUserVerifyingEmail(options as CreateUserOptions, this.connection.clientAddress) };
         });
       },
 
@@ -481,7 +494,10 @@ export class Accounts {
   }
 
   private registerPublication(): void {
-    const fields = { profile: 1, username: 1, emails: 1, ...this.options.defaultFieldSelector } as Record<string, 0 | 1>;
+    // Only inclusions add fields: Meteor's usual selector excludes (`{services: 0}`, fields left out of the user
+    // its server code reads), and merged with these inclusions it made a projection no query accepts.
+    const extra = Object.entries(this.options.defaultFieldSelector ?? {}).filter(([, include]) => include);
+    const fields = { profile: 1, username: 1, emails: 1, ...Object.fromEntries(extra) } as Record<string, 0 | 1>;
     const users = this.users;
     this.server.publish(null, function (this: Subscription) {
       return this.userId ? users.find({ _id: this.userId }, { fields }) : null;

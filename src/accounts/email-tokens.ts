@@ -7,7 +7,7 @@
  */
 import type { Collection } from '../collections/collection.js';
 import { Random } from '../ddp/random.js';
-import type { Mailer } from './mailer.js';
+import type { EmailKind, Mailer } from './mailer.js';
 import { hashLoginToken } from './resume-tokens.js';
 import type { EmailToken, User } from './users.js';
 
@@ -15,6 +15,8 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 export interface EmailTokenSettings {
   siteUrl: string;
+  /** The app's own links (Meteor's `Accounts.urls`), for those it does not want under `#/`. */
+  urls?: Partial<Record<EmailKind, (token: string) => string>>;
   from: string;
   resetDays: number;
   enrollDays: number;
@@ -23,11 +25,11 @@ export interface EmailTokenSettings {
 
 export const hashEmailToken = hashLoginToken;
 
-const TEMPLATES = {
+const TEMPLATES: Record<EmailKind, { subject: string; text: string }> = {
   resetPassword: { subject: 'How to reset your password', text: 'To reset your password, simply click the link below.' },
   enrollAccount: { subject: 'An account has been created for you', text: 'To start using the service, simply click the link below.' },
   verifyEmail: { subject: 'How to verify email address', text: 'To verify your account email, simply click the link below.' },
-} as const;
+};
 
 /** Meteor's URLs: `<site>/#/reset-password/<token>`, `#/enroll-account/`, `#/verify-email/`. */
 const PATHS = { resetPassword: 'reset-password', enrollAccount: 'enroll-account', verifyEmail: 'verify-email' } as const;
@@ -42,17 +44,23 @@ export class EmailTokens {
     return (reason === 'reset' ? this.settings.resetDays : this.settings.enrollDays) * DAY_MS;
   }
 
-  private async send(kind: keyof typeof TEMPLATES, user: User, to: string, token: string): Promise<string> {
-    const url = `${this.settings.siteUrl.replace(/\/$/, '')}/#/${PATHS[kind]}/${token}`;
+  private async send(kind: EmailKind, user: User, to: string, token: string): Promise<string> {
+    const url = this.settings.urls?.[kind]?.(token) ?? `${this.settings.siteUrl.replace(/\/$/, '')}/#/${PATHS[kind]}/${token}`;
     const greeting = user.username ? `Hello ${user.username},` : 'Hello,';
     const { subject, text } = TEMPLATES[kind];
     await this.settings.mailer({ to, from: this.settings.from, subject, text: `${greeting}\n\n${text}\n\n${url}\n\nThanks.\n`, kind, url });
     return token;
   }
 
-  private static pickAddress(user: User, email: string | undefined, unverifiedFirst: boolean): string {
+  /** `email`, which must be the user's; without it the first address (reset), or the first unverified one (verification). */
+  private static pickAddress(user: User, email: string | undefined, unverified: boolean): string {
     const addresses = (user.emails ?? []).map((e) => e.address);
-    const chosen = email ?? (unverifiedFirst ? user.emails?.find((e) => !e.verified)?.address : undefined) ?? addresses[0];
+    if (email === undefined && unverified) {
+      const first = user.emails?.find((e) => !e.verified)?.address;
+      if (first === undefined) throw new Error('That user has no unverified email addresses.');
+      return first;
+    }
+    const chosen = email ?? addresses[0];
     if (!chosen || !addresses.includes(chosen)) throw new Error('No such email for user.');
     return chosen;
   }

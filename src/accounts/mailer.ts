@@ -6,13 +6,15 @@
  */
 import type { Logger } from '../log.js';
 
+export type EmailKind = 'resetPassword' | 'enrollAccount' | 'verifyEmail';
+
 export interface AccountsEmail {
   to: string;
   from: string;
   subject: string;
   text: string;
   /** Which e-mail: `resetPassword`, `enrollAccount` or `verifyEmail`. */
-  kind: 'resetPassword' | 'enrollAccount' | 'verifyEmail';
+  kind: EmailKind;
   /** The link in it. */
   url: string;
 }

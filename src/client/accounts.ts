@@ -110,6 +110,29 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
     return this.login('createUser', [{ ...options, password: await passwordDigest(options.password) }]);
   }
 
+  /** Asks the server to mail a password reset link to `email` (Meteor's forgotPassword). */
+  forgotPassword(options: { email: string }): Promise<void> {
+    return this.client.call('forgotPassword', options);
+  }
+
+  /**
+   * Sets a new password with the token of a reset or enrollment e-mail's link, and logs in with the token it gets
+   * (the server ends every other login of the user).
+   */
+  async resetPassword(token: string, newPassword: string): Promise<string> {
+    return this.login('resetPassword', [token, await passwordDigest(newPassword)]);
+  }
+
+  /** Marks the address a verification e-mail's link was for as verified, and logs in. */
+  verifyEmail(token: string): Promise<string> {
+    return this.login('verifyEmail', [token]);
+  }
+
+  /** Changes the logged-in user's password; their other logins end, this one stays. */
+  async changePassword(oldPassword: string, newPassword: string): Promise<void> {
+    await this.client.call('changePassword', await passwordDigest(oldPassword), await passwordDigest(newPassword));
+  }
+
   async logout(): Promise<void> {
     try {
       await this.client.apply('logout', [], { wait: true });
