@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -125,6 +125,25 @@ describe('perseid dev', () => {
     dev.child.kill('SIGINT');
     assert.equal(await exited(dev.child), 0);
     assert.doesNotMatch(dev.log(), /^\s+at /m, 'no stack trace');
+  });
+
+  it("does not restart for its own output sent into the app's directory (npm run dev > dev.log)", async () => {
+    const dir = appDir();
+    const port = await freePort();
+    const out = openSync(join(dir, 'dev.log'), 'w');
+    const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', out, out] });
+    closeSync(out);
+    children.push(child);
+    const log = () => readFileSync(join(dir, 'dev.log'), 'utf8');
+    await eventually(() => /Perseid is running at/.test(log()), 'the server running', 20000);
+    // Every line written is a change to dev.log: were it watched, each restart's lines would bring another.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.doesNotMatch(log(), /changed: restarting/);
+    writeFileSync(join(dir, 'app.js'), app('saved'));
+    await eventually(() => /app\.js changed: restarting/.test(log()) && log().split('Perseid is running at').length === 3, 'a restart for the save', 20000);
+    child.kill('SIGINT');
+    assert.equal(await exited(child), 0);
+    assert.equal(log().split('changed: restarting').length, 2, log());
   });
 
   /** Kills a server still answering after its dev exited (its pid is in the data directory's LOCK), so a failing test leaves no process. */

@@ -23,7 +23,7 @@ export const devCommand: CommandSpec = {
       type: 'string',
       multiple: true,
       value: '<path>',
-      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid, dist and coverage)',
+      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid, dist, coverage and *.log files)',
     },
     ...serverOptions,
   },
@@ -37,7 +37,8 @@ export const devCommand: CommandSpec = {
 };
 
 const CLI_MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
-const IGNORED = /(^|[/\\])(node_modules|\.git|\.perseid|dist|coverage)([/\\]|$)/;
+// Log files too: output sent into the app's directory (npm run dev > dev.log) would restart the server on every line it writes.
+const IGNORED = /(^|[/\\])(node_modules|\.git|\.perseid|dist|coverage)([/\\]|$)|\.log$/;
 
 /** argv without the dev-only flags, for `perseid start`. */
 function startArgs(argv: readonly string[]): string[] {
