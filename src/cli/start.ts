@@ -238,6 +238,9 @@ export function readStartSettings(values: Parsed['values'], env: NodeJS.ProcessE
   const role = readRole(values);
   const jobs = readJobsSettings(values);
   if (apmSetting(env.PERSEID_APM) === undefined) throw new UsageError(`PERSEID_APM must be on or off (got ${env.PERSEID_APM})`);
+  // Read wrong, it would count as 0: every client the proxy's address, and loopback (the operational endpoints open) when the proxy runs on this host.
+  const forwarded = env.HTTP_FORWARDED_COUNT?.trim();
+  if (forwarded && !/^\d+$/.test(forwarded)) throw new UsageError(`HTTP_FORWARDED_COUNT must be the number of proxies in front of the server, 0 or more (got ${forwarded})`);
   const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
   const adminPort = values['admin-port'] === undefined ? undefined : integerOption(values, 'admin-port', 1, 65535)!;
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
