@@ -147,11 +147,15 @@ describe('perseid start: start-up errors', () => {
     assertOneLine(out, /^perseid start: cannot reach MongoDB at mongodb:\/\/someone:\*\*\*@127\.0\.0\.1:1\/x\?serverSelectionTimeoutMS=300 within 300 ms: connect ECONNREFUSED 127\.0\.0\.1:1$/);
   });
 
-  it('refuses a PERSEID_CHANGE_SOURCE it has no such source for, and the oplog without MONGO_OPLOG_URL, before connecting', () => {
+  it('refuses a PERSEID_CHANGE_SOURCE it has no such source for, the oplog without MONGO_OPLOG_URL, and MongoDB tuning variables it cannot read, before connecting', () => {
     const dir = appDir({ 'app.js': OK_APP });
     const mongo = { MONGO_URL: 'mongodb://127.0.0.1:1/x?serverSelectionTimeoutMS=300' };
     assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_CHANGE_SOURCE: 'changestream' }), /^perseid start: PERSEID_CHANGE_SOURCE must be auto, change-stream, oplog or poll \(got changestream\)$/);
     assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_CHANGE_SOURCE: 'oplog' }), /^perseid start: PERSEID_CHANGE_SOURCE=oplog needs MONGO_OPLOG_URL \(the replica set's local database\): set it, or choose change-stream, poll or auto$/);
+    // Read as numbers or as 'off', these fell back to their defaults without a word.
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_POLL_INTERVAL_MS: '5s' }), /^perseid start: PERSEID_POLL_INTERVAL_MS must be a number of milliseconds, 1 or more \(got 5s\)$/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_MONGO_TIMEOUT_MS: '0' }), /^perseid start: PERSEID_MONGO_TIMEOUT_MS must be a number of milliseconds, 1 or more \(got 0\)$/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_ROUTE_CHANGES: 'false' }), /^perseid start: PERSEID_ROUTE_CHANGES must be on or off \(got false\)$/);
   });
 
   it('says in one line that the MongoDB server delivers no change streams when PERSEID_CHANGE_SOURCE asks for them', { skip: needsServices({ ferretdb }) }, async () => {

@@ -107,8 +107,18 @@ export async function checkMongoUrls(env: NodeJS.ProcessEnv): Promise<void> {
   }
 }
 
-/** PERSEID_CHANGE_SOURCE: one of the choices a person has, and the oplog only with the oplog's URL. */
-export function checkChangeSource(env: NodeJS.ProcessEnv): void {
+/**
+ * How live queries follow MongoDB: PERSEID_CHANGE_SOURCE one of the choices a person has (the oplog only with
+ * its URL), and the tuning variables values the store reads as they are meant; misread, they fell back to defaults.
+ */
+export function checkLiveQuerySettings(env: NodeJS.ProcessEnv): void {
+  for (const name of ['PERSEID_POLL_INTERVAL_MS', 'PERSEID_MONGO_TIMEOUT_MS']) {
+    const value = env[name];
+    if (value && !/^[1-9]\d*$/.test(value.trim())) throw new StartupError(`${name} must be a number of milliseconds, 1 or more (got ${value})`);
+  }
+  if (env.PERSEID_ROUTE_CHANGES && !['on', 'off'].includes(env.PERSEID_ROUTE_CHANGES)) {
+    throw new StartupError(`PERSEID_ROUTE_CHANGES must be on or off (got ${env.PERSEID_ROUTE_CHANGES})`);
+  }
   const choice = env.PERSEID_CHANGE_SOURCE;
   if (choice === undefined || choice === '') return;
   if (!['auto', 'change-stream', 'oplog', 'poll'].includes(choice)) {

@@ -17,7 +17,7 @@ import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
-import { ADMIN_ADDRESS, checkChangeSource, checkDataDir, checkMongoUrls, checkPort, checkRedis, listenOn } from './preflight.js';
+import { ADMIN_ADDRESS, checkLiveQuerySettings, checkDataDir, checkMongoUrls, checkPort, checkRedis, listenOn } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { StoreError } from '../data/embedded/store-errors.js';
@@ -274,7 +274,7 @@ export async function checkBeforeStart(appPath: string, settings: StartSettings,
   const { port, host, workers, dataDir, adminPort, adminHost, scale } = settings;
   checkAppFile(appPath);
   await checkMongoUrls(env);
-  checkChangeSource(env);
+  checkLiveQuerySettings(env);
   await checkPort(port, host);
   if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
   if (adminPort !== undefined) await checkPort(adminPort, adminHost, ADMIN_ADDRESS);
