@@ -146,6 +146,28 @@ describe('perseid dev', () => {
     assert.equal(log().split('changed: restarting').length, 2, log());
   });
 
+  it('watches an app that lives in dist/ (perseid dev dist/app.js), skipping only the folders inside it', async () => {
+    const dir = appDir();
+    mkdirSync(join(dir, 'dist'));
+    writeFileSync(join(dir, 'dist', 'app.js'), app('built'));
+    const port = await freePort();
+    const child = spawn(process.execPath, [resolve(CLI), 'dev', 'dist/app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let log = '';
+    child.stdout!.on('data', (c: Buffer) => void (log += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => void (log += c.toString()));
+    await eventually(() => /Perseid is running at/.test(log), `the server running:\n${log}`, 20000);
+    mkdirSync(join(dir, 'dist', 'node_modules'));
+    writeFileSync(join(dir, 'dist', 'node_modules', 'x.js'), '');
+    await new Promise((r) => setTimeout(r, 600));
+    assert.doesNotMatch(log, /changed: restarting/, 'a change in dist/node_modules restarted it');
+    writeFileSync(join(dir, 'dist', 'app.js'), app('built again'));
+    await eventually(() => log.split('Perseid is running at').length === 3, `a restart for the save:\n${log}`, 20000);
+    assert.match(log, /dist\/app\.js changed: restarting/);
+    child.kill('SIGINT');
+    assert.equal(await exited(child), 0);
+  });
+
   /** Kills a server still answering after its dev exited (its pid is in the data directory's LOCK), so a failing test leaves no process. */
   async function killLeftServer(dev: Dev, dir: string): Promise<void> {
     if (!(await fetch(`${dev.url}/health`).then(() => true, () => false))) return;

@@ -91,10 +91,12 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
     });
   };
 
+  // Folders are skipped inside what is watched, not around it: an app in dist/ (perseid dev dist/app.js) is watched.
+  const rootOf = (path: string) => watched.find((root) => path === root || path.startsWith(root + sep)) ?? process.cwd();
   const { watch } = await import('chokidar');
   const watcher = watch(watched, {
     ignoreInitial: true,
-    ignored: (path: string) => IGNORED.test(relative(process.cwd(), path)) || path === dataDir || path.startsWith(dataDir + sep),
+    ignored: (path: string) => IGNORED.test(relative(rootOf(path), path)) || path === dataDir || path.startsWith(dataDir + sep),
   });
   let timer: NodeJS.Timeout | undefined;
   let restarting = Promise.resolve();
