@@ -5,6 +5,7 @@
  * server on loopback; then what each does beyond the suite.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +19,7 @@ import { serviceUrl } from '../scripts/services/control.js';
 import { freshDatabase } from './databases.js';
 import { needsServices } from './skips.js';
 import { FakeKubernetes } from './fake-kubernetes.js';
-import { eventually, exited, spawnPerseid } from './processes.js';
+import { CLI, eventually, exited, spawnPerseid } from './processes.js';
 import { actuatorSuite, entry } from './suites/actuator.js';
 
 setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
@@ -125,6 +126,37 @@ describe('perseid autoscale --scale-command', { skip: needsServices({ 'mongo-jav
     }
   });
 });
+describe('perseid autoscale --local', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  it("drains its servers on a terminal's Ctrl-C (SIGINT to its process group) instead of stopping them at once", async () => {
+    const database = freshDatabase(mongo!);
+    // In a group of its own, as a terminal runs a command: the Ctrl-C goes to the whole group.
+    const child = spawn(process.execPath, [CLI, 'autoscale', '--local', 'dist/test/fixtures/cluster-app.js', '--local-arg=--drain-ms=200', '--discovery', 'mongo', '--interval-s', '0.2'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      env: { ...process.env, MONGO_URL: database.url, REDIS_URL: '', PERSEID_LOG_LEVEL: 'info' },
+    });
+    let output = '';
+    child.stdout!.on('data', (c: Buffer) => void (output += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => void (output += c.toString()));
+    let server = 0;
+    try {
+      await eventually(() => /started a local server .*pid=\d+/.test(output), `a local server:\n${output}`, 20000);
+      server = Number(/started a local server .*pid=(\d+)/.exec(output)![1]);
+      process.kill(-child.pid!, 'SIGINT');
+      const killer = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), 15_000);
+      const code = await exited(child).finally(() => clearTimeout(killer));
+      assert.equal(code, 0, output);
+      assert.match(output, /\[perseid\] draining, then stopping signal=SIGTERM/, output);
+      assert.doesNotMatch(output, /\[perseid\] stopping signal=SIGINT|second signal/, output);
+      assert.match(output, /a local server drained and exited/, output);
+    } finally {
+      if (child.exitCode === null) process.kill(-child.pid!, 'SIGKILL');
+      if (server && existsSync(`/proc/${server}`)) process.kill(server, 'SIGKILL');
+      await database.drop();
+    }
+  });
+});
+
 // Local servers form a cluster on MongoDB.
 describe('local actuator', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
   actuatorSuite(async () => {

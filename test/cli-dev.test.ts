@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -125,6 +125,47 @@ describe('perseid dev', () => {
     dev.child.kill('SIGINT');
     assert.equal(await exited(dev.child), 0);
     assert.doesNotMatch(dev.log(), /^\s+at /m, 'no stack trace');
+  });
+
+  it("does not restart for its own output sent into the app's directory (npm run dev > dev.log)", async () => {
+    const dir = appDir();
+    const port = await freePort();
+    const out = openSync(join(dir, 'dev.log'), 'w');
+    const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', out, out] });
+    closeSync(out);
+    children.push(child);
+    const log = () => readFileSync(join(dir, 'dev.log'), 'utf8');
+    await eventually(() => /Perseid is running at/.test(log()), 'the server running', 20000);
+    // Every line written is a change to dev.log: were it watched, each restart's lines would bring another.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.doesNotMatch(log(), /changed: restarting/);
+    writeFileSync(join(dir, 'app.js'), app('saved'));
+    await eventually(() => /app\.js changed: restarting/.test(log()) && log().split('Perseid is running at').length === 3, 'a restart for the save', 20000);
+    child.kill('SIGINT');
+    assert.equal(await exited(child), 0);
+    assert.equal(log().split('changed: restarting').length, 2, log());
+  });
+
+  it('watches an app that lives in dist/ (perseid dev dist/app.js), skipping only the folders inside it', async () => {
+    const dir = appDir();
+    mkdirSync(join(dir, 'dist'));
+    writeFileSync(join(dir, 'dist', 'app.js'), app('built'));
+    const port = await freePort();
+    const child = spawn(process.execPath, [resolve(CLI), 'dev', 'dist/app.js', '--port', String(port), '--data-dir', 'data'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let log = '';
+    child.stdout!.on('data', (c: Buffer) => void (log += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => void (log += c.toString()));
+    await eventually(() => /Perseid is running at/.test(log), `the server running:\n${log}`, 20000);
+    mkdirSync(join(dir, 'dist', 'node_modules'));
+    writeFileSync(join(dir, 'dist', 'node_modules', 'x.js'), '');
+    await new Promise((r) => setTimeout(r, 600));
+    assert.doesNotMatch(log, /changed: restarting/, 'a change in dist/node_modules restarted it');
+    writeFileSync(join(dir, 'dist', 'app.js'), app('built again'));
+    await eventually(() => log.split('Perseid is running at').length === 3, `a restart for the save:\n${log}`, 20000);
+    assert.match(log, /dist\/app\.js changed: restarting/);
+    child.kill('SIGINT');
+    assert.equal(await exited(child), 0);
   });
 
   /** Kills a server still answering after its dev exited (its pid is in the data directory's LOCK), so a failing test leaves no process. */

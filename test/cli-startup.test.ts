@@ -8,8 +8,13 @@ import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { serviceUrl } from '../scripts/services/control.js';
 import { appDir, assertOneLine, documentedStartupErrors, OK_APP, oneLiners, perseid, removeAppDirs } from './cli-app-dir.js';
+import { freshDatabase } from './databases.js';
 import { startPerseid } from './processes.js';
+import { needsServices } from './skips.js';
+
+const ferretdb = await serviceUrl('ferretdb');
 
 describe('perseid start: start-up errors', () => {
   after(removeAppDirs);
@@ -140,6 +145,28 @@ describe('perseid start: start-up errors', () => {
     assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: 'mongodb://127.0.0.1:1/x', MONGO_OPLOG_URL: 'mongodb://h/x?nosuchoption=1' }), /^perseid start: MONGO_OPLOG_URL is not a valid MongoDB connection string \(option nosuchoption is not supported\)/);
     const out = perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: 'mongodb://someone:secret@127.0.0.1:1/x?serverSelectionTimeoutMS=300' });
     assertOneLine(out, /^perseid start: cannot reach MongoDB at mongodb:\/\/someone:\*\*\*@127\.0\.0\.1:1\/x\?serverSelectionTimeoutMS=300 within 300 ms: connect ECONNREFUSED 127\.0\.0\.1:1$/);
+  });
+
+  it('refuses a PERSEID_CHANGE_SOURCE it has no such source for, the oplog without MONGO_OPLOG_URL, and MongoDB tuning variables it cannot read, before connecting', () => {
+    const dir = appDir({ 'app.js': OK_APP });
+    const mongo = { MONGO_URL: 'mongodb://127.0.0.1:1/x?serverSelectionTimeoutMS=300' };
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_CHANGE_SOURCE: 'changestream' }), /^perseid start: PERSEID_CHANGE_SOURCE must be auto, change-stream, oplog or poll \(got changestream\)$/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_CHANGE_SOURCE: 'oplog' }), /^perseid start: PERSEID_CHANGE_SOURCE=oplog needs MONGO_OPLOG_URL \(the replica set's local database\): set it, or choose change-stream, poll or auto$/);
+    // Read as numbers or as 'off', these fell back to their defaults without a word.
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_POLL_INTERVAL_MS: '5s' }), /^perseid start: PERSEID_POLL_INTERVAL_MS must be a number of milliseconds, 1 or more \(got 5s\)$/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_MONGO_TIMEOUT_MS: '0' }), /^perseid start: PERSEID_MONGO_TIMEOUT_MS must be a number of milliseconds, 1 or more \(got 0\)$/);
+    assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0'], { ...mongo, PERSEID_ROUTE_CHANGES: 'false' }), /^perseid start: PERSEID_ROUTE_CHANGES must be on or off \(got false\)$/);
+  });
+
+  it('says in one line that the MongoDB server delivers no change streams when PERSEID_CHANGE_SOURCE asks for them', { skip: needsServices({ ferretdb }) }, async () => {
+    const dir = appDir({ 'app.js': OK_APP });
+    const database = freshDatabase(ferretdb!);
+    try {
+      const out = perseid(dir, ['start', 'app.js', '--port', '0'], { MONGO_URL: database.url, PERSEID_CHANGE_SOURCE: 'change-stream' });
+      assertOneLine(out, /^perseid start: this MongoDB server does not deliver change streams, which need a replica set: run it as one, or set PERSEID_CHANGE_SOURCE to oplog \(with MONGO_OPLOG_URL\), poll or auto$/);
+    } finally {
+      await database.drop();
+    }
   });
 
   it('gives up on an unreachable Redis within the bound, saying why', () => {

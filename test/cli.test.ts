@@ -76,6 +76,14 @@ describe('perseid CLI', () => {
     }
   });
 
+  it('refuses an HTTP_FORWARDED_COUNT that is not a count, which would leave the client at the proxy\'s address', () => {
+    for (const value of ['one', '-1', '1.5', 'true']) {
+      const out = run(['start', APP, '--port', '0'], { HTTP_FORWARDED_COUNT: value });
+      assert.equal(out.status, 2, value);
+      assert.match(out.stderr, new RegExp(`^perseid start: HTTP_FORWARDED_COUNT must be the number of proxies in front of the server, 0 or more \\(got ${value.replace('.', '\\.')}\\)$`, 'm'));
+    }
+  });
+
   it('refuses scale-out options that cannot work, saying what is missing', () => {
     const bare = { MONGO_URL: '', REDIS_URL: '' };
     const cases: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [

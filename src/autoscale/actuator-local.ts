@@ -112,7 +112,9 @@ export class LocalActuator implements Actuator {
     const port = await freePort(this.host);
     const url = `http://${this.host}:${port}`;
     const args = [CLI, 'start', this.options.app, '--port', String(port), '--host', this.host, '--public-url', url, ...(this.options.args ?? [])];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...this.options.env } });
+    // A group of its own: a terminal's Ctrl-C reaches the autoscaler alone, which drains it; hearing the SIGINT too, it
+    // stopped at once and took the drain's SIGTERM for a second signal. The IPC channel stops it if the autoscaler dies.
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], detached: true, env: { ...process.env, ...this.options.env } });
     const local: Local = { child, url, stopping: false };
     this.locals.push(local);
     const log = this.options.log.child(`:${port}`);

@@ -23,7 +23,7 @@ export const devCommand: CommandSpec = {
       type: 'string',
       multiple: true,
       value: '<path>',
-      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid, dist and coverage)',
+      help: 'A file or directory to watch (repeatable; default: the app module\'s directory, without node_modules, .git, .perseid, dist, coverage and *.log files)',
     },
     ...serverOptions,
   },
@@ -37,7 +37,8 @@ export const devCommand: CommandSpec = {
 };
 
 const CLI_MAIN = fileURLToPath(new URL('./main.js', import.meta.url));
-const IGNORED = /(^|[/\\])(node_modules|\.git|\.perseid|dist|coverage)([/\\]|$)/;
+// Log files too: output sent into the app's directory (npm run dev > dev.log) would restart the server on every line it writes.
+const IGNORED = /(^|[/\\])(node_modules|\.git|\.perseid|dist|coverage)([/\\]|$)|\.log$/;
 
 /** argv without the dev-only flags, for `perseid start`. */
 function startArgs(argv: readonly string[]): string[] {
@@ -90,10 +91,12 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
     });
   };
 
+  // Folders are skipped inside what is watched, not around it: an app in dist/ (perseid dev dist/app.js) is watched.
+  const rootOf = (path: string) => watched.find((root) => path === root || path.startsWith(root + sep)) ?? process.cwd();
   const { watch } = await import('chokidar');
   const watcher = watch(watched, {
     ignoreInitial: true,
-    ignored: (path: string) => IGNORED.test(relative(process.cwd(), path)) || path === dataDir || path.startsWith(dataDir + sep),
+    ignored: (path: string) => IGNORED.test(relative(rootOf(path), path)) || path === dataDir || path.startsWith(dataDir + sep),
   });
   let timer: NodeJS.Timeout | undefined;
   let restarting = Promise.resolve();

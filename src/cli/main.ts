@@ -2,6 +2,7 @@
 /** The `perseid` command. */
 import { readFileSync } from 'node:fs';
 import { helpText, nearestFlag, parseCommand, UsageError, type CommandSpec, type Parsed } from './args.js';
+import { ChangeSourceUnavailableError } from '../data/change-source.js';
 import { DatabaseUnavailableError } from '../data/driver.js';
 import { StoreError } from '../data/embedded/store-errors.js';
 import { createCommand, runCreate } from './create.js';
@@ -93,7 +94,7 @@ async function main(argv: string[]): Promise<number> {
       if (process.env.PERSEID_LOG_LEVEL === 'debug' && error.cause instanceof Error) process.stderr.write(`${error.cause.stack}\n`);
       return 1;
     }
-    if (error instanceof StoreError) {
+    if (error instanceof StoreError || error instanceof ChangeSourceUnavailableError) {
       process.stderr.write(`perseid ${name}: ${error.message}\n`);
       return 1;
     }

@@ -1,8 +1,8 @@
 /**
  * Checks `perseid start` makes before it creates anything: that the port can
  * be bound, that the data directory can be made and written, that MongoDB's
- * URLs parse, that Redis answers. Each failure is a StartupError saying what
- * to change.
+ * URLs parse and its change source can be had, that Redis answers. Each
+ * failure is a StartupError saying what to change.
  */
 import { accessSync, constants, statSync, type Stats } from 'node:fs';
 import { createServer, isIP } from 'node:net';
@@ -104,6 +104,28 @@ export async function checkMongoUrls(env: NodeJS.ProcessEnv): Promise<void> {
       const reason = (error as Error).message.split('\n')[0]!.replace(/\.$/, '');
       throw new StartupError(`${name} is not a valid MongoDB connection string (${reason}): fix it; the form is mongodb://host:27017/database`, error);
     }
+  }
+}
+
+/**
+ * How live queries follow MongoDB: PERSEID_CHANGE_SOURCE one of the choices a person has (the oplog only with
+ * its URL), and the tuning variables values the store reads as they are meant; misread, they fell back to defaults.
+ */
+export function checkLiveQuerySettings(env: NodeJS.ProcessEnv): void {
+  for (const name of ['PERSEID_POLL_INTERVAL_MS', 'PERSEID_MONGO_TIMEOUT_MS']) {
+    const value = env[name];
+    if (value && !/^[1-9]\d*$/.test(value.trim())) throw new StartupError(`${name} must be a number of milliseconds, 1 or more (got ${value})`);
+  }
+  if (env.PERSEID_ROUTE_CHANGES && !['on', 'off'].includes(env.PERSEID_ROUTE_CHANGES)) {
+    throw new StartupError(`PERSEID_ROUTE_CHANGES must be on or off (got ${env.PERSEID_ROUTE_CHANGES})`);
+  }
+  const choice = env.PERSEID_CHANGE_SOURCE;
+  if (choice === undefined || choice === '') return;
+  if (!['auto', 'change-stream', 'oplog', 'poll'].includes(choice)) {
+    throw new StartupError(`PERSEID_CHANGE_SOURCE must be auto, change-stream, oplog or poll (got ${choice})`);
+  }
+  if (choice === 'oplog' && env.MONGO_URL && !env.MONGO_OPLOG_URL) {
+    throw new StartupError("PERSEID_CHANGE_SOURCE=oplog needs MONGO_OPLOG_URL (the replica set's local database): set it, or choose change-stream, poll or auto");
   }
 }
 

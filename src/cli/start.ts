@@ -17,7 +17,7 @@ import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
 import { integerOption, onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
-import { ADMIN_ADDRESS, checkDataDir, checkMongoUrls, checkPort, checkRedis, listenOn } from './preflight.js';
+import { ADMIN_ADDRESS, checkLiveQuerySettings, checkDataDir, checkMongoUrls, checkPort, checkRedis, listenOn } from './preflight.js';
 import { protectionOptions, readProtection } from './protection.js';
 import { StartupError } from './startup-error.js';
 import { StoreError } from '../data/embedded/store-errors.js';
@@ -238,6 +238,9 @@ export function readStartSettings(values: Parsed['values'], env: NodeJS.ProcessE
   const role = readRole(values);
   const jobs = readJobsSettings(values);
   if (apmSetting(env.PERSEID_APM) === undefined) throw new UsageError(`PERSEID_APM must be on or off (got ${env.PERSEID_APM})`);
+  // Read wrong, it would count as 0: every client the proxy's address, and loopback (the operational endpoints open) when the proxy runs on this host.
+  const forwarded = env.HTTP_FORWARDED_COUNT?.trim();
+  if (forwarded && !/^\d+$/.test(forwarded)) throw new UsageError(`HTTP_FORWARDED_COUNT must be the number of proxies in front of the server, 0 or more (got ${forwarded})`);
   const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
   const adminPort = values['admin-port'] === undefined ? undefined : integerOption(values, 'admin-port', 1, 65535)!;
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
@@ -271,6 +274,7 @@ export async function checkBeforeStart(appPath: string, settings: StartSettings,
   const { port, host, workers, dataDir, adminPort, adminHost, scale } = settings;
   checkAppFile(appPath);
   await checkMongoUrls(env);
+  checkLiveQuerySettings(env);
   await checkPort(port, host);
   if (!env.MONGO_URL && workers === 0) checkDataDir(dataDir);
   if (adminPort !== undefined) await checkPort(adminPort, adminHost, ADMIN_ADDRESS);

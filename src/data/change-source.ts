@@ -38,6 +38,14 @@ export type ChangeListener = (event: ChangeEvent) => void;
 /** What a change source follows, as a bounded label for the APM (a worker reports its primary's). */
 export type ChangeSourceKind = 'change-stream' | 'oplog' | 'polling' | 'embedded' | 'fanout' | 'none';
 
+/** The change source chosen is one the database cannot give: one line saying what to choose instead (the CLI prints it so). */
+export class ChangeSourceUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ChangeSourceUnavailableError';
+  }
+}
+
 export interface ChangeSource {
   /** Human-readable name, shown in logs and metrics ("embedded write log", "change stream", ...). */
   readonly name: string;

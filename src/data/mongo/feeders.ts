@@ -5,7 +5,7 @@
  */
 import type { Db } from 'mongodb';
 import type { Logger } from '../../log.js';
-import type { ChangeSourceKind } from '../change-source.js';
+import { ChangeSourceUnavailableError, type ChangeSourceKind } from '../change-source.js';
 import type { ChangeHub } from './change-hub.js';
 import type { ClientHolder } from './client-holder.js';
 import { ChangeStreamFeeder, type StreamScope } from './change-stream-feeder.js';
@@ -79,7 +79,9 @@ export async function openDatabaseFeeder(
         ? { feeder, name: 'a database change stream', kind: 'change-stream', reason: 'the server streams database changes', tracksIds: true }
         : { feeder, name: 'per-collection change streams', kind: 'change-stream', reason: 'the server streams collection changes only', tracksIds: true };
     }
-    if (choice === 'change-stream') throw new Error('This MongoDB server does not deliver change streams (a replica set is needed)');
+    if (choice === 'change-stream') {
+      throw new ChangeSourceUnavailableError('this MongoDB server does not deliver change streams, which need a replica set: run it as one, or set PERSEID_CHANGE_SOURCE to oplog (with MONGO_OPLOG_URL), poll or auto');
+    }
   }
   return { feeder: new PollFeeder(hub, pollIntervalMs), name: 'polling', kind: 'polling', reason: choice === 'poll' ? 'chosen' : 'no change streams and no MONGO_OPLOG_URL', tracksIds: false };
 }
