@@ -37,6 +37,8 @@ interface Local {
   child: ChildProcess;
   url: string;
   stopping: boolean;
+  /** Resolves once it has exited and its output has all been passed on (its pipes closed after it). */
+  closed: Promise<void>;
 }
 
 function freePort(host: string): Promise<number> {
@@ -52,10 +54,6 @@ function freePort(host: string): Promise<number> {
 
 function tail(output: string): string {
   return output.trim().split('\n').slice(-3).join(' | ') || 'no output';
-}
-
-function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
 export class LocalActuator implements Actuator {
@@ -105,7 +103,7 @@ export class LocalActuator implements Actuator {
 
   async close(): Promise<void> {
     for (const local of this.locals) if (!local.stopping) this.drain(local);
-    await Promise.all(this.locals.map((l) => exited(l.child)));
+    await Promise.all(this.locals.map((l) => l.closed));
   }
 
   private async startOne(): Promise<void> {
@@ -115,7 +113,7 @@ export class LocalActuator implements Actuator {
     // A group of its own: a terminal's Ctrl-C reaches the autoscaler alone, which drains it; hearing the SIGINT too, it
     // stopped at once and took the drain's SIGTERM for a second signal. The IPC channel stops it if the autoscaler dies.
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], detached: true, env: { ...process.env, ...this.options.env } });
-    const local: Local = { child, url, stopping: false };
+    const local: Local = { child, url, stopping: false, closed: new Promise((resolve) => child.once('close', () => resolve())) };
     this.locals.push(local);
     const log = this.options.log.child(`:${port}`);
     let output = '';
@@ -156,6 +154,6 @@ export class LocalActuator implements Actuator {
     local.child.kill('SIGTERM');
     const timer = setTimeout(() => local.child.kill('SIGKILL'), this.options.stopTimeoutMs ?? 120_000);
     timer.unref();
-    void exited(local.child).then(() => clearTimeout(timer));
+    void local.closed.then(() => clearTimeout(timer));
   }
 }
