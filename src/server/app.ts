@@ -15,6 +15,7 @@ import { ProtocolErrors } from '../ddp/messages.js';
 import { createLogger, type Logger } from '../log.js';
 import { parseAllowedOrigins, type AllowedOrigins } from '../transport/origins.js';
 import { AddressLimit, WaitingPerAddress } from './address-limit.js';
+import { RefusalLog } from '../refusal-log.js';
 import { defaultTotalSubscriptions, SubscriptionBudget } from './subscription-budget.js';
 import { clientAddress, forwardedCountFromEnv } from './connection-handle.js';
 import type { ConnectionRouter } from './connection-router.js';
@@ -167,9 +168,7 @@ export class PerseidServer implements SessionServer {
   private readonly addressLimit: AddressLimit;
   readonly subscriptionBudget: SubscriptionBudget;
   private readonly waitingPerAddress: WaitingPerAddress<Session>;
-  /** Refusals by address since the last warning about them (at most one a minute: a refused script retries fast). */
-  private refusedSinceWarning = 0;
-  private lastRefusalWarning = -Infinity;
+  private readonly connectionRefusals: RefusalLog;
 
   constructor(options: ServerOptions = {}) {
     this.log = options.logger ?? createLogger('server');
@@ -199,6 +198,7 @@ export class PerseidServer implements SessionServer {
     this.resumeMaxSessions = options.resumeMaxSessions ?? 10000;
     this.subscriptionBudget = new SubscriptionBudget(options.maxTotalSubscriptions ?? defaultTotalSubscriptions(), this.log);
     this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
+    this.connectionRefusals = new RefusalLog(this.log, 'refusing connections: too many from one address (raise --max-connections-per-address, or set HTTP_FORWARDED_COUNT behind a proxy)');
     this.waitingPerAddress = new WaitingPerAddress(this.addressLimit.limit);
     const compression = options.compression === false ? false : { ...DEFAULT_COMPRESSION, ...options.compression };
     this.transport = new TransportEndpoint(
@@ -565,19 +565,6 @@ export class PerseidServer implements SessionServer {
     if (!this.transport.handleUpgrade(req, socket, head)) socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
   }
 
-  private warnRefused(address: string | undefined): void {
-    this.refusedSinceWarning++;
-    const now = performance.now();
-    if (now - this.lastRefusalWarning < 60_000) return;
-    this.log.warn('refusing connections: too many from one address (raise --max-connections-per-address, or set HTTP_FORWARDED_COUNT behind a proxy)', {
-      address,
-      limit: this.addressLimit.limit,
-      refused: this.refusedSinceWarning,
-    });
-    this.refusedSinceWarning = 0;
-    this.lastRefusalWarning = now;
-  }
-
   private accept(socket: DdpSocket): void {
     if (this.draining) {
       // A connection that slipped in while draining (a keep-alive SockJS request): send it elsewhere.
@@ -587,7 +574,7 @@ export class PerseidServer implements SessionServer {
     const address = clientAddress(socket.remoteAddress, socket.headers, this.settings.forwardedCount + socket.ownProxies);
     if (!this.addressLimit.take(address)) {
       sessionMetrics.connectionsRefused.inc();
-      this.warnRefused(address);
+      this.connectionRefusals.refusedOne({ address, limit: this.addressLimit.limit });
       socket.send(encodeMessage({ msg: 'error', reason: ProtocolErrors.tooManyConnections({ limit: this.addressLimit.limit }) }));
       socket.close();
       return;

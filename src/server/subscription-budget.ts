@@ -7,6 +7,7 @@
  */
 import { getHeapStatistics } from 'node:v8';
 import type { Logger } from '../log.js';
+import { RefusalLog } from '../refusal-log.js';
 
 /** A subscription of 100 small documents holds ~2.7 KB: 8 KiB each leaves the heap room for everything else. */
 export function defaultTotalSubscriptions(): number {
@@ -15,35 +16,26 @@ export function defaultTotalSubscriptions(): number {
 
 export class SubscriptionBudget {
   private held = 0;
-  private refusedSinceWarning = 0;
-  private lastWarning = -Infinity;
+  private readonly refusals: RefusalLog;
 
   constructor(
     readonly limit: number,
-    private readonly log: Logger,
-  ) {}
+    log: Logger,
+  ) {
+    this.refusals = new RefusalLog(log, 'refusing subscriptions: the server holds as many as it may (raise --max-total-subscriptions, or add servers)');
+  }
 
   /** Takes a place for a new subscription; false (and a warning at most once a minute) when none is left. */
   take(): boolean {
-    if (this.held < this.limit) {
-      this.held++;
-      return true;
+    if (this.held >= this.limit) {
+      this.refusals.refusedOne({ limit: this.limit });
+      return false;
     }
-    this.refusedSinceWarning++;
-    const now = performance.now();
-    if (now - this.lastWarning >= 60_000) {
-      this.log.warn('refusing subscriptions: the server holds as many as it may (raise --max-total-subscriptions, or add servers)', { limit: this.limit, refused: this.refusedSinceWarning });
-      this.refusedSinceWarning = 0;
-      this.lastWarning = now;
-    }
-    return false;
+    this.held++;
+    return true;
   }
 
   release(count = 1): void {
     this.held -= count;
-  }
-
-  get count(): number {
-    return this.held;
   }
 }
