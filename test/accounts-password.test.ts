@@ -16,6 +16,7 @@ import type { User } from '../src/accounts/users.js';
 import { embeddedTarget } from './databases.js';
 import { AMBIGUOUS, accountsServer, call, digest, errorOf, type AccountsServer } from './accounts-helpers.js';
 import { RawPeer, type Message } from './helpers.js';
+import { eventually } from './processes.js';
 
 /** bcrypt of SHA-256("meteor-password") hex, made with pyca/bcrypt (an independent implementation), as Meteor stores it. */
 const METEOR_HASHES = {
@@ -324,6 +325,29 @@ describe('accounts: failed logins in numbers', () => {
       // steps (reading the user, its hash, storing its token) waits for one hash already under way at most.
       assert.ok(overtaken < 20, `${overtaken} of the attackers' logins were answered while the genuine one waited`);
       for (const peer of [genuine, ...attackers]) peer.close();
+    } finally {
+      await t.close();
+      await opened.cleanup();
+    }
+  });
+});
+
+describe('accounts: connections that close while their login runs', () => {
+  it('keep nothing for them: a login finishing after its connection closed leaves no session nor token watch', async () => {
+    const opened = await embeddedTarget().open();
+    let logins = 0;
+    const t = await accountsServer(opened.database, {}, (_server, acc) => acc.onLogin(() => void logins++));
+    try {
+      await t.accounts.createUser({ username: 'ivy', password: digest('right') });
+      // Each connection sends a login and leaves at once: its hash (waiting behind the others') ends after the close.
+      const peers = await Promise.all(Array.from({ length: 10 }, () => RawPeer.connected(t.wsUrl)));
+      for (const peer of peers) {
+        peer.send({ msg: 'method', id: 'l', method: 'login', params: [{ user: { username: 'ivy' }, password: digest('right') }] });
+        peer.close();
+      }
+      await eventually(() => logins === 10, 'the ten logins to finish', 20000);
+      await eventually(() => t.server.sessionCount + t.server.awaitingResumeCount === 0, 'the connections to close');
+      assert.equal(t.accounts.loggedInConnections, 0);
     } finally {
       await t.close();
       await opened.cleanup();

@@ -54,6 +54,8 @@ export class LoginSessions {
    */
   async set(connection: ConnectionHandle, userId: string, hashedToken: string): Promise<void> {
     this.clear(connection.id);
+    // Closed while its login ran (a hash can wait its turn for seconds): its onClose, which clears, has run.
+    if (connection.closed) return;
     let active = true;
     let checking = false;
     const session: LoginSession = { userId, hashedToken, stop: () => (active = false) };

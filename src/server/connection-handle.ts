@@ -5,6 +5,8 @@ export interface ConnectionHandle {
   readonly id: string;
   readonly clientAddress: string | undefined;
   readonly httpHeaders: Record<string, string>;
+  /** True once the connection has ended (its onClose callbacks have run): work that outlived it keeps nothing for it. */
+  readonly closed: boolean;
   onClose(callback: () => void): void;
   close(): void;
 }

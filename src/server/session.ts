@@ -184,9 +184,13 @@ export class Session implements SubscriptionHost, InputHolder {
     this.sent = new ResumeLog(settings.resumeMaxMessages, settings.resumeTailBytes);
     this.mergeBox = new MergeBox(this, (collection) => server.strategyOf(collection));
     const sessionId = () => this.id;
+    const isClosed = () => this.state === 'closed';
     this.connection = {
       get id() {
         return sessionId();
+      },
+      get closed() {
+        return isClosed();
       },
       clientAddress: this.addressOf(socket),
       httpHeaders: exposedHeaders(socket.headers),
