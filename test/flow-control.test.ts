@@ -341,6 +341,38 @@ describe('the server-wide subscription budget', () => {
   });
 });
 
+describe('the server-wide subscription budget and connections that close mid-subscription', () => {
+  it('gives back the place of a subscription whose connection closed while a dispatch hook (a rate limit on Redis) held it', async () => {
+    let held = 0;
+    let passed = 0;
+    const t = await startServer((server) => {
+      server.publish('p', function () {
+        this.ready();
+      });
+      server.beforeDispatch(async () => {
+        held++;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        passed++;
+      });
+    }, { maxTotalSubscriptions: 1 });
+    try {
+      const leaving = await RawPeer.connected(t.wsUrl, '1');
+      leaving.send({ msg: 'sub', id: 'gone', name: 'p' });
+      await eventually(() => held === 1, 'the hook to hold the subscription');
+      leaving.close();
+      await eventually(() => t.server.sessionCount === 0, 'the connection to close');
+      await eventually(() => passed === 1, 'the hook to let the subscription through');
+      const next = await RawPeer.connected(t.wsUrl, '1');
+      next.send({ msg: 'sub', id: 'here', name: 'p' });
+      const answer = await next.next((m) => (m.msg === 'ready' || m.msg === 'nosub'), 5000);
+      assert.equal(answer.msg, 'ready', JSON.stringify(answer));
+      next.close();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('fairness (a real server process)', () => {
   let server: PerseidProcess;
   let dir: string;

@@ -612,6 +612,8 @@ export class Session implements SubscriptionHost, InputHolder {
       this.send({ msg: 'nosub', id: message.id, error: this.refusal(error, message.name).toJSON() });
       return;
     }
+    // Ended while a hook held it (one on Redis takes a round trip): a place taken now would never be given back.
+    if (this.state === 'closed') return;
     if (!this.server.subscriptionBudget.take()) {
       this.send({ msg: 'nosub', id: message.id, error: SERVER_SUBSCRIPTION_LIMIT({ limit: this.server.subscriptionBudget.limit }).toJSON() });
       return;
