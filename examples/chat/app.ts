@@ -96,9 +96,13 @@ export function createChat(options: ChatOptions = {}) {
     };
 
     users.onLogin(async ({ user, connection }) => {
-      if (!user) return;
+      // A connection that closed while its login ran has had its onClose below: it would stay "online" for ever.
+      if (!user || connection.closed) return;
       const username = user.username ?? user.emails?.[0]?.address ?? 'someone';
-      await Presences.updateAsync(aliasOf(connection.id), { $set: { userId: user._id, username, since: new Date() } }, { upsert: true });
+      const alias = aliasOf(connection.id);
+      await Presences.updateAsync(alias, { $set: { userId: user._id, username, since: new Date() } }, { upsert: true });
+      // Closed during the upsert: onClose's remove may have come first.
+      if (connection.closed) await Presences.removeAsync(alias);
     });
     users.onLogout(({ connection }) => Presences.removeAsync(aliasOf(connection.id)));
     server.onConnection((connection) =>
