@@ -29,6 +29,20 @@ function rss(pid: number): number {
 const MiB = 1024 * 1024;
 
 /** A client that connects, sends `messages`, and never reads a byte of what comes back. */
+/** A DDP connection from `localAddress` (any 127.x.y.z is loopback: another client address). */
+async function connectedFrom(url: string, localAddress: string): Promise<RawPeer> {
+  const peer = await RawPeer.open(url, { localAddress });
+  peer.send({ msg: 'connect', version: '1', support: ['1'] });
+  await peer.next((m) => m.msg === 'connected');
+  return peer;
+}
+
+/** Subscribes to `p`; resolves with its ready or nosub. */
+async function sub(peer: RawPeer, id: string) {
+  peer.send({ msg: 'sub', id, name: 'p' });
+  return peer.next((m) => (m.msg === 'ready' && (m.subs as string[]).includes(id)) || (m.msg === 'nosub' && m.id === id));
+}
+
 async function silentClient(port: number, messages: unknown[], path = '/websocket'): Promise<Socket> {
   const { socket, response } = await openRawWebSocket(port, path);
   assert.match(response, /^HTTP\/1.1 101/);
@@ -313,11 +327,8 @@ describe('the server-wide subscription budget', () => {
       this.ready();
     }), { maxTotalSubscriptions: 4 });
     try {
-      const [a, b] = await Promise.all([RawPeer.connected(t.wsUrl, '1'), RawPeer.connected(t.wsUrl, '1')]);
-      const sub = async (peer: RawPeer, id: string) => {
-        peer.send({ msg: 'sub', id, name: 'p' });
-        return peer.next((m) => (m.msg === 'ready' && (m.subs as string[]).includes(id)) || (m.msg === 'nosub' && m.id === id));
-      };
+      // From two addresses: one address may hold only half of the places.
+      const [a, b] = await Promise.all([connectedFrom(t.wsUrl, '127.0.0.1'), connectedFrom(t.wsUrl, '127.0.0.2')]);
       for (const [peer, id] of [[a, 'a1'], [a, 'a2'], [b, 'b1'], [b, 'b2']] as const) assert.equal((await sub(peer, id)).msg, 'ready');
       const refused = await sub(a, 'a3');
       assert.deepEqual(refused.error, {
@@ -329,12 +340,45 @@ describe('the server-wide subscription budget', () => {
       });
       a.send({ msg: 'unsub', id: 'a1' });
       await a.next((m) => m.msg === 'nosub' && m.id === 'a1');
-      assert.equal((await sub(b, 'b3')).msg, 'ready');
-      assert.equal((await sub(a, 'a4')).msg, 'nosub');
+      const c = await connectedFrom(t.wsUrl, '127.0.0.3');
+      assert.equal((await sub(c, 'c1')).msg, 'ready');
+      assert.equal((await sub(c, 'c2')).msg, 'nosub');
       // A connection that closes gives back its places (one that drops holds them while its session waits to resume).
       b.close();
-      await eventually(async () => (await sub(a, `a-${Math.random()}`)).msg === 'ready', 'places freed by the closed connection');
+      await eventually(async () => (await sub(c, `c-${Math.random()}`)).msg === 'ready', 'places freed by the closed connection');
       a.close();
+      c.close();
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('the server-wide subscription budget shared between addresses', () => {
+  it('lets one address hold half of it at most, so another is still served, with ADDRESS_SUBSCRIPTION_LIMIT past that', async () => {
+    const t = await startServer((server) => server.publish('p', function () {
+      this.ready();
+    }), { maxTotalSubscriptions: 4 });
+    try {
+      // One client's two connections: their subscriptions count together.
+      const [first, second] = await Promise.all([connectedFrom(t.wsUrl, '127.0.0.1'), connectedFrom(t.wsUrl, '127.0.0.1')]);
+      assert.equal((await sub(first, 'f1')).msg, 'ready');
+      assert.equal((await sub(second, 's1')).msg, 'ready');
+      const refused = await sub(second, 's2');
+      assert.deepEqual(refused.error, {
+        isClientSafe: true,
+        error: 429,
+        reason: 'Too many subscriptions from your address (the limit is 2)',
+        message: 'Too many subscriptions from your address (the limit is 2) [429]',
+        errorType: 'Meteor.Error',
+      });
+      const other = await connectedFrom(t.wsUrl, '127.0.0.2');
+      assert.equal((await sub(other, 'o1')).msg, 'ready');
+      assert.equal((await sub(other, 'o2')).msg, 'ready');
+      // The first address's places come back as its connection closes.
+      first.close();
+      await eventually(async () => (await sub(second, `s-${Math.random()}`)).msg === 'ready', 'the closed connection\'s place given back');
+      for (const peer of [second, other]) peer.close();
     } finally {
       await t.close();
     }

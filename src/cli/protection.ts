@@ -26,7 +26,7 @@ export const protectionOptions: Record<string, OptionSpec> = {
     type: 'string',
     env: 'PERSEID_MAX_TOTAL_SUBSCRIPTIONS',
     value: '<n>',
-    help: 'Subscriptions over all connections of a process (default one per 8 KiB of the heap limit: 262144 for 2 GiB)',
+    help: 'Subscriptions over all connections of a process, half of them at most from one client address (default one per 8 KiB of the heap limit: 262144 for 2 GiB)',
   },
   'max-queued-messages': {
     type: 'string',

@@ -64,7 +64,7 @@ export interface ServerOptions {
   maxTotalBufferedBytes?: number;
   /** Subscriptions one connection may hold (default 1000); more get `nosub` with an error. */
   maxSubscriptionsPerConnection?: number;
-  /** Subscriptions over every connection (default: one per 8 KiB of the heap limit); more get `nosub` with an error. */
+  /** Subscriptions over every connection (default: one per 8 KiB of the heap limit), half at most from one client address; more get `nosub` with an error. */
   maxTotalSubscriptions?: number;
   /** Messages one connection may have waiting to run (default 10000); past it the client gets an error and is dropped. */
   maxQueuedMessages?: number;

@@ -38,6 +38,7 @@ import type { Trace } from '../metrics/trace.js';
 import type { InputBudget, InputHolder } from '../transport/input-budget.js';
 import type { OutputBudget } from '../transport/output-budget.js';
 import type { DdpSocket } from '../transport/socket.js';
+import { addressGroup } from './address-group.js';
 import { clientAddress, exposedHeaders, type ConnectionHandle } from './connection-handle.js';
 import type { DispatchEvent } from './dispatch-hooks.js';
 import { Heartbeat } from './heartbeat.js';
@@ -80,6 +81,7 @@ export interface SessionSettings {
 /** A subscription beyond the connection's limit. */
 const TOO_MANY_SUBSCRIPTIONS = defineError('TOO_MANY_SUBSCRIPTIONS', 429, 'Too many subscriptions on one connection (the limit is {limit})', ['nosub']);
 const SERVER_SUBSCRIPTION_LIMIT = defineError('SERVER_SUBSCRIPTION_LIMIT', 503, 'The server holds as many subscriptions as it may (the limit is {limit}): try again later', ['nosub']);
+const ADDRESS_SUBSCRIPTION_LIMIT = defineError('ADDRESS_SUBSCRIPTION_LIMIT', 429, 'Too many subscriptions from your address (the limit is {limit})', ['nosub']);
 
 /**
  * Arguments a method or publication may be called with: they are spread into
@@ -148,6 +150,8 @@ export class Session implements SubscriptionHost, InputHolder {
   userId: string | null = null;
   readonly mergeBox: MergeBox;
   readonly connection: ConnectionHandle;
+  /** The client's address group (an IPv6 /64), whose share of the server's subscriptions this session's count in. */
+  private readonly addressGroup: string;
   readonly log: Logger;
   /** Methods running now (a repeated call after a resume is not run twice). */
   private readonly runningMethods = new Set<string>();
@@ -203,6 +207,7 @@ export class Session implements SubscriptionHost, InputHolder {
         this.socket.close();
       },
     };
+    this.addressGroup = addressGroup(this.connection.clientAddress ?? '');
     this.heartbeat = new Heartbeat({
       interval: settings.heartbeatInterval,
       timeout: settings.heartbeatTimeout,
@@ -286,7 +291,7 @@ export class Session implements SubscriptionHost, InputHolder {
   subscriptionStopped(subscription: Subscription): void {
     if (subscription.id !== undefined && this.subscriptions.get(subscription.id) === subscription) {
       this.subscriptions.delete(subscription.id);
-      this.server.subscriptionBudget.release();
+      this.server.subscriptionBudget.release(this.addressGroup);
     }
     this.universal = this.universal.filter((s) => s !== subscription);
   }
@@ -614,8 +619,11 @@ export class Session implements SubscriptionHost, InputHolder {
     }
     // Ended while a hook held it (one on Redis takes a round trip): a place taken now would never be given back.
     if (this.state === 'closed') return;
-    if (!this.server.subscriptionBudget.take()) {
-      this.send({ msg: 'nosub', id: message.id, error: SERVER_SUBSCRIPTION_LIMIT({ limit: this.server.subscriptionBudget.limit }).toJSON() });
+    const budget = this.server.subscriptionBudget;
+    const refused = budget.take(this.addressGroup);
+    if (refused) {
+      const error = refused === 'server' ? SERVER_SUBSCRIPTION_LIMIT({ limit: budget.limit }) : ADDRESS_SUBSCRIPTION_LIMIT({ limit: budget.perAddress });
+      this.send({ msg: 'nosub', id: message.id, error: error.toJSON() });
       return;
     }
     sessionMetrics.subscriptions.inc();
@@ -772,7 +780,7 @@ export class Session implements SubscriptionHost, InputHolder {
       this.current.close();
     }
     for (const subscription of [...this.subscriptions.values(), ...this.universal]) subscription.deactivate(false);
-    this.server.subscriptionBudget.release(this.subscriptions.size);
+    this.server.subscriptionBudget.release(this.addressGroup, this.subscriptions.size);
     this.subscriptions.clear();
     this.universal = [];
     for (const callback of this.closeCallbacks.splice(0)) {
