@@ -18,4 +18,16 @@ describe('addressGroup', () => {
       assert.equal(addressGroup(address!), group, address);
     }
   });
+
+  it('reads an address that a proxy wrote with the client port (Azure Application Gateway) without the port', () => {
+    for (const [address, group] of [
+      ['203.0.113.7:51234', '203.0.113.7'],
+      ['203.0.113.7:443', '203.0.113.7'],
+      ['[2001:db8:7:7::1]:51234', '2001:db8:7:7::/64'],
+      ['[::ffff:203.0.113.7]:80', '203.0.113.7'],
+      ['not an address:80', 'not an address:80'],
+    ]) {
+      assert.equal(addressGroup(address!), group, address);
+    }
+  });
 });

@@ -5,10 +5,19 @@
  */
 import ipaddr from 'ipaddr.js';
 
+/**
+ * An address with the client's port, as some proxies write it in
+ * X-Forwarded-For (Azure Application Gateway: `203.0.113.7:51234`,
+ * `[2001:db8::1]:51234`): read as itself, each connection would be a client
+ * of its own, and no limit per address would hold.
+ */
+const WITH_PORT = /^(?:\[([^\]]+)\]|(\d{1,3}(?:\.\d{1,3}){3})):\d{1,5}$/;
+
 export function addressGroup(address: string): string {
+  const withPort = WITH_PORT.exec(address);
   let parsed: ipaddr.IPv4 | ipaddr.IPv6;
   try {
-    parsed = ipaddr.parse(address);
+    parsed = ipaddr.parse(withPort ? (withPort[1] ?? withPort[2])! : address);
   } catch {
     // Not an IP address (a Unix socket's, a proxy's odd header): itself.
     return address;
