@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { connect, createServer as tcpServer, type Server as TcpServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { serviceUrl } from '../scripts/services/control.js';
 import { Random } from '../src/ddp/random.js';
@@ -37,6 +38,30 @@ describe('redis rate-limit store', { skip: needsServices({ redis: redisUrl }) },
     };
   });
 });
+
+/** A loopback TCP proxy to `target` that holds each new connection for `delayMs` before passing it on. */
+async function slowConnections(target: URL, delayMs: number): Promise<{ url: string; close(): void }> {
+  const proxy: TcpServer = tcpServer((client) => {
+    client.pause();
+    client.on('error', () => undefined);
+    setTimeout(() => {
+      const upstream = connect(Number(target.port), target.hostname, () => {
+        client.pipe(upstream).pipe(client);
+        client.resume();
+      });
+      upstream.on('error', () => client.destroy());
+      client.on('close', () => upstream.destroy());
+    }, delayMs);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const { port } = proxy.address() as { port: number };
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    close: () => {
+      proxy.close();
+    },
+  };
+}
 
 describe('rate limits on the wire', () => {
   const servers: TestServer[] = [];
@@ -104,9 +129,8 @@ describe('rate limits on the wire', () => {
   });
 
   it('counts in this process while the Redis store cannot be reached, and counts the failures', async () => {
-    const { createServer: net } = await import('node:net');
     // A port nothing listens on: taken and released at once.
-    const probe = net().listen(0, '127.0.0.1');
+    const probe = tcpServer().listen(0, '127.0.0.1');
     await new Promise((r) => probe.once('listening', r));
     const port = (probe.address() as { port: number }).port;
     await new Promise((r) => probe.close(r));
@@ -127,9 +151,12 @@ describe('rate limits on the wire', () => {
     redis.disconnect();
   });
 
-  it('shares counts between two servers through Redis (REDIS_URL)', { skip: needsServices({ redis: redisUrl }) }, async () => {
+  it('shares counts between two servers through Redis (REDIS_URL), from the first call after start', { skip: needsServices({ redis: redisUrl }) }, async () => {
+    // Redis reached through a proxy that holds each new connection for a second: the servers' first calls come
+    // before their stores have connected (as on a loaded machine), and must still be counted together.
+    const slow = await slowConnections(new URL(redisUrl!), 1000);
     const saved = process.env.REDIS_URL;
-    process.env.REDIS_URL = redisUrl!;
+    process.env.REDIS_URL = slow.url;
     // A method name of this run's own: the rule's id (and so its Redis key) comes from its matcher.
     const method = `shared_${Random.id(6)}`;
     let a: TestServer;
@@ -156,5 +183,6 @@ describe('rate limits on the wire', () => {
     assert.deepEqual(outcomes, ['ok', 'ok', 'ok', 'ok', 'refused', 'refused'], 'four calls in all, whichever server took them');
     pa.close();
     pb.close();
+    slow.close();
   });
 });
