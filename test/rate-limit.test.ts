@@ -128,6 +128,34 @@ describe('rate limits on the wire', () => {
     peer.close();
   });
 
+  it("counts a per-address rule by the forwarded address behind a trusted proxy, an IPv6 client by its /64", async () => {
+    const t = await startServer(
+      (server) => {
+        server.methods({ work: () => 'done' });
+        rateLimiter(server, { store: new MemoryRateLimitStore() }).addRule({ type: 'method', name: 'work', clientAddress: () => true }, 2, 60000);
+      },
+      { httpForwardedCount: 1 },
+    );
+    servers.push(t);
+    const from = async (address: string) => {
+      // The proxy appends the address it was reached from; what the client itself sent before that is not trusted.
+      const spoofed = `198.51.100.${Math.floor(Math.random() * 250)}`;
+      const peer = await RawPeer.open(t.wsUrl, { headers: { 'x-forwarded-for': `${spoofed}, ${address}` } });
+      peer.send({ msg: 'connect', version: '1', support: ['1'] });
+      await peer.next((m) => m.msg === 'connected');
+      const { result } = await peer.call(Random.id(), 'work');
+      peer.close();
+      return result.result ?? (result.error as Message).error;
+    };
+    // Two clients behind one proxy count apart; one client counts as one whatever it puts in the header.
+    assert.deepEqual([await from('203.0.113.1'), await from('203.0.113.1'), await from('203.0.113.2')], ['done', 'done', 'done']);
+    assert.equal(await from('203.0.113.1'), 'too-many-requests');
+    // One IPv6 host holds a whole /64, as the connection limit counts it: a new address in it is the same client.
+    assert.deepEqual([await from('2001:db8:1:2::1'), await from('2001:db8:1:2::2')], ['done', 'done']);
+    assert.equal(await from('2001:db8:1:2:aaaa::3'), 'too-many-requests');
+    assert.equal(await from('2001:db8:1:3::1'), 'done', 'another /64 is another client');
+  });
+
   it('counts in this process while the Redis store cannot be reached, and counts the failures', async () => {
     // A port nothing listens on: taken and released at once.
     const probe = tcpServer().listen(0, '127.0.0.1');

@@ -12,6 +12,7 @@ import { createHash } from 'node:crypto';
 import { DDPError, defineError } from '../ddp/errors.js';
 import { reasonOf } from '../failure-log.js';
 import { createLogger, type Logger } from '../log.js';
+import { addressGroup } from '../server/address-group.js';
 import type { DispatchEvent } from '../server/dispatch-hooks.js';
 import { MemoryRateLimitStore } from './rate-limit-memory.js';
 import { rateLimitMetrics } from './rate-limit-metrics.js';
@@ -67,11 +68,17 @@ function matches(rule: Rule, input: RateLimitInput): boolean {
   return true;
 }
 
-/** The bucket: each non-null matcher key followed by the event's value, concatenated (Meteor's key string). */
+/**
+ * The bucket: each non-null matcher key followed by the event's value, concatenated (Meteor's key string), except
+ * that an address counts as its client's (an IPv6 address's /64, as the other limits per address count): one IPv6
+ * host holds 2^64 addresses, so a bucket per address would limit nothing. Matchers still see the address itself.
+ */
 function bucketOf(rule: Rule, input: RateLimitInput): string {
   let key = '';
   for (const [name, expected] of Object.entries(rule.matcher)) {
-    if (expected !== null) key += name + String(input[name as keyof RateLimitInput]);
+    if (expected === null) continue;
+    const value = input[name as keyof RateLimitInput];
+    key += name + (name === 'clientAddress' && typeof value === 'string' ? addressGroup(value) : String(value));
   }
   return key;
 }
