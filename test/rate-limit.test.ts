@@ -2,18 +2,22 @@
  * Rate limits: the shared store suite (test/suites/rate-limit.ts) on memory
  * and on Redis, then the limiter on the wire: Meteor's `too-many-requests`
  * error in a method's `result` and a subscription's `nosub`, a pipelined
- * flood cut to its limit, limits kept while Redis is away, and two servers
- * sharing one Redis counting together.
+ * flood cut to its limit, per-address rules behind a proxy, limits kept
+ * while Redis is away (no call left waiting, one log line each way), and two
+ * servers sharing one Redis counting together from their first call.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { connect, createServer as tcpServer, type Server as TcpServer } from 'node:net';
+import { connect, createServer as tcpServer, type Server as TcpServer, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { serviceUrl } from '../scripts/services/control.js';
 import { Random } from '../src/ddp/random.js';
 import { MemoryRateLimitStore } from '../src/rate-limit/rate-limit-memory.js';
 import { RedisRateLimitStore } from '../src/rate-limit/rate-limit-redis.js';
-import { rateLimiter } from '../src/rate-limit/index.js';
+import { rateLimiter, RateLimiter } from '../src/rate-limit/index.js';
+import { STORE_DEADLINE_MS } from '../src/rate-limit/rate-limiter.js';
+import { redisClient } from '../src/redis-client.js';
+import type { Logger } from '../src/log.js';
 import { rateLimitMetrics } from '../src/rate-limit/rate-limit-metrics.js';
 import { needsServices } from './skips.js';
 import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
@@ -39,26 +43,44 @@ describe('redis rate-limit store', { skip: needsServices({ redis: redisUrl }) },
   });
 });
 
-/** A loopback TCP proxy to `target` that holds each new connection for `delayMs` before passing it on. */
-async function slowConnections(target: URL, delayMs: number): Promise<{ url: string; close(): void }> {
+/**
+ * A loopback TCP proxy to `target` that holds each new connection for `delayMs` before passing it on; cut() drops
+ * every connection and refuses new ones (Redis gone, for this proxy's clients only) until restore().
+ */
+async function tcpProxy(target: URL, delayMs = 0): Promise<{ url: string; cut(): void; restore(): void; close(): void }> {
+  const open = new Set<Socket>();
+  let refusing = false;
   const proxy: TcpServer = tcpServer((client) => {
-    client.pause();
     client.on('error', () => undefined);
+    if (refusing) return void client.destroy();
+    open.add(client);
+    client.pause();
     setTimeout(() => {
       const upstream = connect(Number(target.port), target.hostname, () => {
         client.pipe(upstream).pipe(client);
         client.resume();
       });
       upstream.on('error', () => client.destroy());
-      client.on('close', () => upstream.destroy());
+      client.on('close', () => {
+        open.delete(client);
+        upstream.destroy();
+      });
     }, delayMs);
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   const { port } = proxy.address() as { port: number };
   return {
     url: `redis://127.0.0.1:${port}`,
+    cut: () => {
+      refusing = true;
+      for (const client of open) client.destroy();
+    },
+    restore: () => {
+      refusing = false;
+    },
     close: () => {
       proxy.close();
+      for (const client of open) client.destroy();
     },
   };
 }
@@ -182,7 +204,7 @@ describe('rate limits on the wire', () => {
   it('shares counts between two servers through Redis (REDIS_URL), from the first call after start', { skip: needsServices({ redis: redisUrl }) }, async () => {
     // Redis reached through a proxy that holds each new connection for a second: the servers' first calls come
     // before their stores have connected (as on a loaded machine), and must still be counted together.
-    const slow = await slowConnections(new URL(redisUrl!), 1000);
+    const slow = await tcpProxy(new URL(redisUrl!), 1000);
     const saved = process.env.REDIS_URL;
     process.env.REDIS_URL = slow.url;
     // A method name of this run's own: the rule's id (and so its Redis key) comes from its matcher.
@@ -212,5 +234,49 @@ describe('rate limits on the wire', () => {
     pa.close();
     pb.close();
     slow.close();
+  });
+
+  it('answers every call within its deadline while Redis goes away and comes back, with one log line each way', { skip: needsServices({ redis: redisUrl }), timeout: 30000 }, async () => {
+    const proxy = await tcpProxy(new URL(redisUrl!));
+    const lines: string[] = [];
+    const at = (level: string) => (message: string) => void lines.push(`${level} ${message}`);
+    const log: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: () => log };
+    const prefix = `perseid-test:${Random.id(6)}:`;
+    const redis = redisClient(proxy.url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: () => 50 }, log);
+    const limiter = new RateLimiter({ store: new RedisRateLimitStore(redis, prefix), logger: log });
+    limiter.addRule({ type: 'method', name: 'work', connectionId: () => true }, 1000, 60000);
+    let slowest = 0;
+    const callFor = async (ms: number) => {
+      for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+        const started = Date.now();
+        const reply = await Promise.race([
+          limiter.apply({ type: 'method', name: 'work', userId: null, connectionId: 'c1', clientAddress: '127.0.0.1' }),
+          new Promise<undefined>((resolve) => setTimeout(resolve, STORE_DEADLINE_MS + 2000)),
+        ]);
+        assert.ok(reply, `a call still unanswered after ${STORE_DEADLINE_MS + 2000} ms`);
+        assert.equal(reply.allowed, true);
+        slowest = Math.max(slowest, Date.now() - started);
+      }
+    };
+    const limiterLines = () => lines.filter((line) => line.includes('rate limit store'));
+    try {
+      await callFor(300);
+      proxy.cut();
+      // The first call after the cut goes out on the connection just dropped, and every reconnection is accepted
+      // and closed at once: ioredis keeps it for resending, so it waits out the deadline, then the first warning. The outage lasts until more than the 10 s between the repeated
+      // warnings this once logged have passed since.
+      await callFor(STORE_DEADLINE_MS + 11500);
+      assert.ok(slowest <= STORE_DEADLINE_MS + 1000, `slowest call ${slowest} ms`);
+      assert.deepEqual(limiterLines(), ['warn rate limit store unreachable; counting in this process meanwhile']);
+      proxy.restore();
+      const deadline = Date.now() + 5000;
+      while (limiterLines().length < 2 && Date.now() < deadline) await callFor(100);
+      assert.deepEqual(limiterLines(), ['warn rate limit store unreachable; counting in this process meanwhile', 'info rate limit store reachable again; counting in it']);
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length) await redis.del(...keys);
+    } finally {
+      redis.disconnect();
+      proxy.close();
+    }
   });
 });

@@ -54,6 +54,26 @@ interface Rule extends RuleWindow {
   message: ErrorMessage | undefined;
 }
 
+/**
+ * The longest a call waits for the store (more than the Redis store's wait for its first connection). ioredis keeps
+ * a command that was in flight when its connection dropped for resending, and while every reconnection is accepted
+ * and then closed (Redis behind a proxy whose backend is down) it neither answers nor fails it.
+ */
+export const STORE_DEADLINE_MS = 5000;
+
+/** `hits`, or a rejection once `ms` have passed without them. */
+async function withinDeadline<T>(hits: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([hits, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const defaultMessage = (reply: RateLimitReply): string => TOO_MANY_REQUESTS({ seconds: Math.ceil(reply.timeToReset / 1000) }).reason!;
 
 function matches(rule: Rule, input: RateLimitInput): boolean {
@@ -101,7 +121,8 @@ export class RateLimiter {
   private readonly fallback = new MemoryRateLimitStore();
   private readonly log: Logger;
   private message: ErrorMessage = defaultMessage;
-  private lastStoreWarning = 0;
+  /** Whether the store is failing now: logged once when it starts and once when it works again. */
+  private storeDown = false;
 
   constructor(options: RateLimiterOptions) {
     this.store = options.store;
@@ -165,7 +186,8 @@ export class RateLimiter {
     const count = (store: RateLimitStore) => Promise.all(matched.map((rule) => store.hit(rule, bucketOf(rule, input), now)));
     let hits;
     try {
-      hits = await count(this.store);
+      hits = await withinDeadline(count(this.store), STORE_DEADLINE_MS);
+      this.storeWorks();
     } catch (error) {
       this.storeFailed(error);
       hits = await count(this.fallback);
@@ -219,8 +241,14 @@ export class RateLimiter {
 
   private storeFailed(error: unknown): void {
     rateLimitMetrics.storeErrors.inc();
-    if (Date.now() - this.lastStoreWarning < 10000) return;
-    this.lastStoreWarning = Date.now();
+    if (this.storeDown) return;
+    this.storeDown = true;
     this.log.warn('rate limit store unreachable; counting in this process meanwhile', { error: reasonOf(error) });
+  }
+
+  private storeWorks(): void {
+    if (!this.storeDown) return;
+    this.storeDown = false;
+    this.log.info('rate limit store reachable again; counting in it');
   }
 }
