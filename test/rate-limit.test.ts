@@ -43,6 +43,34 @@ describe('redis rate-limit store', { skip: needsServices({ redis: redisUrl }) },
   });
 });
 
+describe('rate limit rules as given to addRule', () => {
+  it('refuses a rule that could not work as meant, in one line saying what to write', () => {
+    const limiter = new RateLimiter({ store: new MemoryRateLimitStore() });
+    const refused: Array<[unknown[], RegExp]> = [
+      // Once accepted: never matched, refused every call, or never reset, without a word.
+      [[{ type: 'method', name: 'work', userID: () => true }], /unknown matcher key "userID" \(the keys are type, name, userId, connectionId, clientAddress\)/],
+      [[{ type: 'methods', name: 'work' }], /type must be 'method' or 'subscription' \(or a function, or null\), not "methods"/],
+      [[{ name: /^work/ }], /name must be a string, a function or null, not \/\^work\//],
+      [[{ name: 'work', userId: undefined }], /userId is undefined; use null to match any value/],
+      [[['work']], /the matcher must be an object such as/],
+      [[{ name: 'work' }, -1], /numRequests must be a whole number of at least 1, not -1/],
+      [[{ name: 'work' }, '5'], /numRequests must be a whole number of at least 1, not "5"/],
+      [[{ name: 'work' }, 5, -1000], /intervalMs must be a number of milliseconds above 0, not -1000/],
+      [[{ name: 'work' }, 5, '1 minute'], /intervalMs must be a number of milliseconds above 0, not "1 minute"/],
+      [[{ name: 'work' }, 5, Infinity], /intervalMs must be a number of milliseconds above 0, not Infinity/],
+      [[{ name: 'work' }, 5, 1000, 'log'], /the callback must be a function, not "log"/],
+    ];
+    for (const [args, message] of refused) {
+      assert.throws(() => (limiter.addRule as (...a: unknown[]) => string)(...args), (error: Error) => error instanceof TypeError && message.test(error.message) && !error.message.includes('\n'), String(message));
+    }
+    assert.equal(limiter.ruleCount, 0);
+    // Meteor's rules as apps write them still go in, 0 for the defaults included.
+    limiter.addRule({ type: 'subscription', name: 'feed', userId: (id: string | null) => id !== null, connectionId: null, clientAddress: '127.0.0.1' });
+    limiter.addRule({ type: (t: string) => t === 'method', name: 'work' }, 0, 0, () => undefined);
+    assert.equal(limiter.ruleCount, 2);
+  });
+});
+
 /**
  * A loopback TCP proxy to `target` that holds each new connection for `delayMs` before passing it on; cut() drops
  * every connection and refuses new ones (Redis gone, for this proxy's clients only) until restore().

@@ -17,6 +17,7 @@ import type { DispatchEvent } from '../server/dispatch-hooks.js';
 import { MemoryRateLimitStore } from './rate-limit-memory.js';
 import { rateLimitMetrics } from './rate-limit-metrics.js';
 import type { RateLimitStore, RuleWindow } from './rate-limit.js';
+import { checkRule } from './rule-check.js';
 
 /** What a rule sees of a method call or subscription (Meteor's rate limiter input). */
 export interface RateLimitInput {
@@ -135,10 +136,10 @@ export class RateLimiter {
    * rule's id, for removeRule and setErrorMessageOnRule.
    */
   addRule(matcher: RateLimitMatcher, numRequests = 10, intervalMs = 1000, callback?: RateLimitCallback): string {
-    if (typeof matcher !== 'object' || matcher === null) throw new TypeError('A rate limit rule needs a matcher object');
     // Meteor's `||` defaults: 0 means the default too.
     numRequests ||= 10;
     intervalMs ||= 1000;
+    checkRule(matcher, numRequests, intervalMs, callback);
     const base = createHash('sha256').update(describeRule(matcher, numRequests, intervalMs)).digest('base64url').slice(0, 16);
     let id = base;
     for (let n = 2; this.rules.has(id); n++) id = `${base}-${n}`;
