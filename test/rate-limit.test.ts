@@ -11,6 +11,7 @@ import { after, describe, it } from 'node:test';
 import { connect, createServer as tcpServer, type Server as TcpServer, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { serviceUrl } from '../scripts/services/control.js';
+import { accounts } from '../src/accounts/index.js';
 import { Random } from '../src/ddp/random.js';
 import { MemoryRateLimitStore } from '../src/rate-limit/rate-limit-memory.js';
 import { RedisRateLimitStore } from '../src/rate-limit/rate-limit-redis.js';
@@ -176,6 +177,22 @@ describe('rate limits on the wire', () => {
     assert.equal(results.filter((m) => (m.error as Message | undefined)?.error === 'too-many-requests').length, n - 3);
     assert.deepEqual(results.slice(0, 3).map((m) => m.id), ['f0', 'f1', 'f2'], 'in order');
     peer.close();
+  });
+
+  it('refuses a store given once the limiter exists (accounts made it) instead of dropping it', async () => {
+    const mine = new MemoryRateLimitStore();
+    const t = await startServer((server) => {
+      accounts(server);
+      assert.throws(() => rateLimiter(server, { store: mine }), /already counts in another store \(accounts\(server\) makes it for its login limit\): call rateLimiter\(server, \{ store \}\) first, before accounts\(server\)/);
+    });
+    servers.push(t);
+    const first = await startServer((server) => {
+      const limiter = rateLimiter(server, { store: mine });
+      accounts(server);
+      assert.equal(rateLimiter(server, { store: mine }), limiter, 'the same store again is the same limiter');
+      assert.equal(rateLimiter(server), limiter);
+    });
+    servers.push(first);
   });
 
   it("counts a per-address rule by the forwarded address behind a trusted proxy, an IPv6 client by its /64", async () => {
