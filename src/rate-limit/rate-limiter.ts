@@ -122,8 +122,8 @@ export class RateLimiter {
   private readonly fallback = new MemoryRateLimitStore();
   private readonly log: Logger;
   private message: ErrorMessage = defaultMessage;
-  /** Whether the store is failing now: logged once when it starts and once when it works again. */
-  private storeDown = false;
+  /** Since when the store has been failing (logged once when it starts and once when it works again). */
+  private storeDownSince: number | undefined;
 
   constructor(options: RateLimiterOptions) {
     this.store = options.store;
@@ -188,7 +188,7 @@ export class RateLimiter {
     let hits;
     try {
       hits = await withinDeadline(count(this.store), STORE_DEADLINE_MS);
-      this.storeWorks();
+      this.storeWorks(now);
     } catch (error) {
       this.storeFailed(error);
       hits = await count(this.fallback);
@@ -242,14 +242,15 @@ export class RateLimiter {
 
   private storeFailed(error: unknown): void {
     rateLimitMetrics.storeErrors.inc();
-    if (this.storeDown) return;
-    this.storeDown = true;
+    if (this.storeDownSince !== undefined) return;
+    this.storeDownSince = Date.now();
     this.log.warn('rate limit store unreachable; counting in this process meanwhile', { error: reasonOf(error) });
   }
 
-  private storeWorks(): void {
-    if (!this.storeDown) return;
-    this.storeDown = false;
+  /** A hit sent at `sentAt` was answered: news only if it was sent after the store began failing (not one in flight then). */
+  private storeWorks(sentAt: number): void {
+    if (this.storeDownSince === undefined || sentAt <= this.storeDownSince) return;
+    this.storeDownSince = undefined;
     this.log.info('rate limit store reachable again; counting in it');
   }
 }
