@@ -10,6 +10,7 @@ import { describe, it } from 'node:test';
 import '../src/data/mongo/store.js';
 import { apm } from '../src/metrics/apm.js';
 import { prometheusText } from '../src/metrics/prometheus.js';
+import { rateLimiter } from '../src/rate-limit/index.js';
 import { RawPeer, startServer } from './helpers.js';
 
 function families(text: string): Map<string, string> {
@@ -22,6 +23,8 @@ describe('the metrics reference page', () => {
       const items = collection('items');
       server.methods({ find: () => items.find({ n: 1 }).fetchAsync() });
       server.publish('items', () => items.find({}));
+      // An app with a rate limit (every app with accounts has one) serves the limiter's families too.
+      rateLimiter(server).addRule({ name: 'find' }, 100, 1000);
     });
     const peer = await RawPeer.connected(t.wsUrl);
     try {

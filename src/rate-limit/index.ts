@@ -13,10 +13,10 @@ import { RedisRateLimitStore } from './rate-limit-redis.js';
 import type { RateLimitStore } from './rate-limit.js';
 import { RateLimiter } from './rate-limiter.js';
 
-const limiters = new WeakMap<PerseidServer, RateLimiter>();
+const limiters = new WeakMap<PerseidServer, { limiter: RateLimiter; store: RateLimitStore }>();
 
 export interface RateLimiterSetup {
-  /** Where the counters live; default: Redis at `REDIS_URL` when set, else memory. Only the first call's choice counts. */
+  /** Where the counters live; default: Redis at `REDIS_URL` when set, else memory. Given at the server's first call only. */
   store?: RateLimitStore;
 }
 
@@ -30,15 +30,20 @@ function defaultStore(log: Logger): RateLimitStore {
 
 /** The rate limiter of `server` (created, and run before every method and subscription, on first use). */
 export function rateLimiter(server: PerseidServer, setup: RateLimiterSetup = {}): RateLimiter {
-  let limiter = limiters.get(server);
-  if (!limiter) {
-    const log = server.log.child('rate-limit');
-    limiter = new RateLimiter({ store: setup.store ?? defaultStore(log), logger: log });
-    limiters.set(server, limiter);
-    server.beforeDispatch(limiter.hook);
-    const closing = limiter;
-    server.onClose(() => closing.close());
+  const existing = limiters.get(server);
+  if (existing) {
+    // A store given once the limiter counts elsewhere was dropped without a word (accounts(server) makes the limiter).
+    if (setup.store && setup.store !== existing.store) {
+      throw new TypeError("This server's rate limiter already counts in another store (accounts(server) makes it for its login limit): call rateLimiter(server, { store }) first, before accounts(server) or any other rateLimiter(server)");
+    }
+    return existing.limiter;
   }
+  const log = server.log.child('rate-limit');
+  const store = setup.store ?? defaultStore(log);
+  const limiter = new RateLimiter({ store, logger: log });
+  limiters.set(server, { limiter, store });
+  server.beforeDispatch(limiter.hook);
+  server.onClose(() => limiter.close());
   return limiter;
 }
 

@@ -5,9 +5,33 @@
  * bucket) updated by one Lua script, so concurrent hits from many servers
  * count exactly; the hash expires after an idle window. The caller's clock
  * dates the window, as in Meteor. Sibling: `rate-limit-memory.ts`.
+ *
+ * A client made with `enableOfflineQueue: false` (the default store's, so an
+ * outage fails fast) refuses commands until it has connected; calls that came
+ * in the first moments after start then counted apart on each server. Until
+ * the client's first connection settles (ready, or failed), a hit waits for
+ * it, at most FIRST_CONNECTION_MS.
  */
 import type { Redis } from 'ioredis';
 import type { Hit, RateLimitStore, RuleWindow } from './rate-limit.js';
+
+/** The longest a hit waits for the client's first connection before failing (the limiter then counts in this process). */
+export const FIRST_CONNECTION_MS = 3000;
+
+/** Settles when `redis`'s connection attempt under way ends (ready, an error, closed) or after `ms`; at once when none is. */
+function firstConnection(redis: Redis, ms: number): Promise<void> | undefined {
+  if (redis.status !== 'connecting' && redis.status !== 'connect') return undefined;
+  return new Promise((resolve) => {
+    const events = ['ready', 'error', 'close', 'end'] as const;
+    const done = () => {
+      clearTimeout(timer);
+      for (const event of events) redis.off(event, done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    for (const event of events) redis.once(event, done);
+  });
+}
 
 // KEYS[1] the rule's hash; ARGV: now, interval ms, rule created at, bucket.
 const HIT = `
@@ -25,15 +49,22 @@ return {count, interval - (now - reset)}
 `;
 
 export class RedisRateLimitStore implements RateLimitStore {
+  private connecting: Promise<void> | undefined;
+
   /** `prefix` namespaces the keys (one per app); a rule lives at `<prefix>rate-limit:<rule id>`. */
   constructor(
     private readonly redis: Redis,
     private readonly prefix = 'perseid:',
     /** Whether close() disconnects the client (true when the store made it). */
     private readonly ownsClient = false,
-  ) {}
+  ) {
+    this.connecting = firstConnection(redis, FIRST_CONNECTION_MS)?.then(() => {
+      this.connecting = undefined;
+    });
+  }
 
   async hit(rule: RuleWindow, bucket: string, now: number): Promise<Hit> {
+    if (this.connecting) await this.connecting;
     const [count, timeToReset] = (await this.redis.eval(HIT, 1, this.key(rule), now, rule.intervalMs, rule.createdAt, bucket)) as [number, number];
     return { count, timeToReset };
   }

@@ -12,10 +12,12 @@ import { createHash } from 'node:crypto';
 import { DDPError, defineError } from '../ddp/errors.js';
 import { reasonOf } from '../failure-log.js';
 import { createLogger, type Logger } from '../log.js';
+import { addressGroup } from '../server/address-group.js';
 import type { DispatchEvent } from '../server/dispatch-hooks.js';
 import { MemoryRateLimitStore } from './rate-limit-memory.js';
 import { rateLimitMetrics } from './rate-limit-metrics.js';
 import type { RateLimitStore, RuleWindow } from './rate-limit.js';
+import { checkRule } from './rule-check.js';
 
 /** What a rule sees of a method call or subscription (Meteor's rate limiter input). */
 export interface RateLimitInput {
@@ -53,6 +55,26 @@ interface Rule extends RuleWindow {
   message: ErrorMessage | undefined;
 }
 
+/**
+ * The longest a call waits for the store (more than the Redis store's wait for its first connection). ioredis keeps
+ * a command that was in flight when its connection dropped for resending, and while every reconnection is accepted
+ * and then closed (Redis behind a proxy whose backend is down) it neither answers nor fails it.
+ */
+export const STORE_DEADLINE_MS = 5000;
+
+/** `hits`, or a rejection once `ms` have passed without them. */
+async function withinDeadline<T>(hits: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([hits, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const defaultMessage = (reply: RateLimitReply): string => TOO_MANY_REQUESTS({ seconds: Math.ceil(reply.timeToReset / 1000) }).reason!;
 
 function matches(rule: Rule, input: RateLimitInput): boolean {
@@ -67,11 +89,17 @@ function matches(rule: Rule, input: RateLimitInput): boolean {
   return true;
 }
 
-/** The bucket: each non-null matcher key followed by the event's value, concatenated (Meteor's key string). */
+/**
+ * The bucket: each non-null matcher key followed by the event's value, concatenated (Meteor's key string), except
+ * that an address counts as its client's (an IPv6 address's /64, as the other limits per address count): one IPv6
+ * host holds 2^64 addresses, so a bucket per address would limit nothing. Matchers still see the address itself.
+ */
 function bucketOf(rule: Rule, input: RateLimitInput): string {
   let key = '';
   for (const [name, expected] of Object.entries(rule.matcher)) {
-    if (expected !== null) key += name + String(input[name as keyof RateLimitInput]);
+    if (expected === null) continue;
+    const value = input[name as keyof RateLimitInput];
+    key += name + (name === 'clientAddress' && typeof value === 'string' ? addressGroup(value) : String(value));
   }
   return key;
 }
@@ -94,7 +122,8 @@ export class RateLimiter {
   private readonly fallback = new MemoryRateLimitStore();
   private readonly log: Logger;
   private message: ErrorMessage = defaultMessage;
-  private lastStoreWarning = 0;
+  /** Since when the store has been failing (logged once when it starts and once when it works again). */
+  private storeDownSince: number | undefined;
 
   constructor(options: RateLimiterOptions) {
     this.store = options.store;
@@ -107,10 +136,10 @@ export class RateLimiter {
    * rule's id, for removeRule and setErrorMessageOnRule.
    */
   addRule(matcher: RateLimitMatcher, numRequests = 10, intervalMs = 1000, callback?: RateLimitCallback): string {
-    if (typeof matcher !== 'object' || matcher === null) throw new TypeError('A rate limit rule needs a matcher object');
     // Meteor's `||` defaults: 0 means the default too.
     numRequests ||= 10;
     intervalMs ||= 1000;
+    checkRule(matcher, numRequests, intervalMs, callback);
     const base = createHash('sha256').update(describeRule(matcher, numRequests, intervalMs)).digest('base64url').slice(0, 16);
     let id = base;
     for (let n = 2; this.rules.has(id); n++) id = `${base}-${n}`;
@@ -158,7 +187,8 @@ export class RateLimiter {
     const count = (store: RateLimitStore) => Promise.all(matched.map((rule) => store.hit(rule, bucketOf(rule, input), now)));
     let hits;
     try {
-      hits = await count(this.store);
+      hits = await withinDeadline(count(this.store), STORE_DEADLINE_MS);
+      this.storeWorks(now);
     } catch (error) {
       this.storeFailed(error);
       hits = await count(this.fallback);
@@ -212,8 +242,15 @@ export class RateLimiter {
 
   private storeFailed(error: unknown): void {
     rateLimitMetrics.storeErrors.inc();
-    if (Date.now() - this.lastStoreWarning < 10000) return;
-    this.lastStoreWarning = Date.now();
+    if (this.storeDownSince !== undefined) return;
+    this.storeDownSince = Date.now();
     this.log.warn('rate limit store unreachable; counting in this process meanwhile', { error: reasonOf(error) });
+  }
+
+  /** A hit sent at `sentAt` was answered: news only if it was sent after the store began failing (not one in flight then). */
+  private storeWorks(sentAt: number): void {
+    if (this.storeDownSince === undefined || sentAt <= this.storeDownSince) return;
+    this.storeDownSince = undefined;
+    this.log.info('rate limit store reachable again; counting in it');
   }
 }
