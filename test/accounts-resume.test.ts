@@ -11,7 +11,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Collection } from '../src/collections/collection.js';
 import { openDatabase, type Database } from '../src/collections/database.js';
+import { accounts } from '../src/accounts/index.js';
 import { hashLoginToken } from '../src/accounts/resume-tokens.js';
+import { createServer } from '../src/server/app.js';
 import type { User } from '../src/accounts/users.js';
 import type { PerseidServer } from '../src/server/app.js';
 import { embeddedTarget, mongoTargets, type DatabaseTarget } from './databases.js';
@@ -170,6 +172,40 @@ for (const target of perServer) {
         here.close();
       } finally {
         await other.close();
+      }
+    });
+  });
+
+  describe(`accounts: login tokens per user are bounded on ${target.label}`, () => {
+    it("a login beyond maxLoginTokensPerUser ends the user's oldest token, and getNewToken floods add none beyond it", async () => {
+      const opened = await target.open();
+      const t = await accountsServer(opened.database, { defaultRateLimit: false, maxLoginTokensPerUser: 3 });
+      try {
+        const userId = await t.accounts.createUser({ username: 'max', password: 'pw' });
+        const tokens = async () => (await t.accounts.users.findOneAsync({ _id: userId }))!.services!.resume!.loginTokens!.map((x) => x.hashedToken);
+        const first = await loggedIn(t, 'max');
+        const later = [await loggedIn(t, 'max'), await loggedIn(t, 'max')];
+        assert.equal((await tokens()).length, 3);
+        const fourth = await loggedIn(t, 'max');
+        await first.peer.waitClosed(10000);
+        const kept = await tokens();
+        assert.deepEqual(kept, [...later, fourth].map((l) => hashLoginToken(l.reply.token as string)), 'the oldest token went, the three newest stay');
+        const other = await RawPeer.connected(t.wsUrl);
+        assert.equal(errorOf(await call(other, 'login', { resume: first.reply.token }))?.error, 403);
+        for (let i = 0; i < 20; i++) assert.ok((await call(fourth.peer, 'getNewToken')).result);
+        assert.equal((await tokens()).length, 3);
+        assert.ok((await tokens()).includes(hashLoginToken(fourth.reply.token as string)) === false, "getNewToken's tokens pushed out the older ones too");
+        for (const l of [...later, fourth]) l.peer.close();
+        other.close();
+      } finally {
+        await t.close();
+        await opened.cleanup();
+      }
+    });
+
+    it('refuses a bound that is not a whole number of at least 1, in one line', () => {
+      for (const bad of [0, -1, 2.5, Number.NaN]) {
+        assert.throws(() => accounts(createServer(), { maxLoginTokensPerUser: bad }), { name: 'TypeError', message: `accounts: maxLoginTokensPerUser must be a whole number of at least 1 (got ${bad})` });
       }
     });
   });

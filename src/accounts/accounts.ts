@@ -36,6 +36,8 @@ export interface AccountsOptions {
   loginExpirationInDays?: number | null;
   /** Login token lifetime in ms; wins over loginExpirationInDays. */
   loginExpiration?: number;
+  /** Login tokens one user keeps at most (default 10,000); a login beyond it logs out the user's oldest token. */
+  maxLoginTokensPerUser?: number;
   passwordResetTokenExpirationInDays?: number;
   passwordEnrollTokenExpirationInDays?: number;
   /** bcrypt cost (default 10, Meteor's); hashes of another cost are redone at login. */
@@ -120,7 +122,11 @@ export class Accounts {
     this.options = options;
     this.log = server.log.child('accounts');
     this.users = usersCollection(options.database);
-    this.tokens = new ResumeTokens(this.users, tokenLifetimeMs(options), this.log);
+    const maxTokens = options.maxLoginTokensPerUser;
+    if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && maxTokens >= 1)) {
+      throw new TypeError(`accounts: maxLoginTokensPerUser must be a whole number of at least 1 (got ${String(maxTokens)})`);
+    }
+    this.tokens = new ResumeTokens(this.users, tokenLifetimeMs(options), this.log, options.maxLoginTokensPerUser);
     this.sessions = new LoginSessions(this.users, this.log);
     this.passwordPattern = passwordPattern(options.passwordMaxLength ?? 256);
     const mailUrl = options.mailUrl ?? process.env.MAIL_URL;

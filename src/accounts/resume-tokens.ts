@@ -14,6 +14,8 @@ export const DEFAULT_LOGIN_EXPIRATION_DAYS = 90;
 /** Meteor's "never" (`loginExpirationInDays: null`): 100 years. */
 export const UNEXPIRING_DAYS = 365 * 100;
 export const EXPIRE_TOKENS_INTERVAL_MS = 10 * 60 * 1000;
+/** Tokens one user keeps at most (about 1 MB of user document); a login beyond it ends the oldest. */
+export const DEFAULT_MAX_LOGIN_TOKENS = 10_000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 export interface StampedToken {
@@ -43,13 +45,23 @@ export class ResumeTokens {
     private readonly users: Collection<User>,
     readonly lifetimeMs: number,
     private readonly log: Logger,
+    private readonly maxPerUser = DEFAULT_MAX_LOGIN_TOKENS,
   ) {}
 
   expiresAt(when: Date | number): Date {
     return new Date(new Date(when).getTime() + this.lifetimeMs);
   }
 
+  /**
+   * Adds a token, first removing the oldest when the user holds `maxPerUser`: without a bound, one account's
+   * logins or getNewToken calls grow its document (and the embedded store's memory) for as long as they go on.
+   * `$pop` rather than `$push` with `$slice`, which FerretDB ignores; tokens are appended, so the first is the oldest.
+   */
   async insert(userId: string, stamped: StampedToken): Promise<void> {
+    await this.users.updateAsync(
+      { _id: userId, [`services.resume.loginTokens.${this.maxPerUser - 1}`]: { $exists: true } },
+      { $pop: { 'services.resume.loginTokens': -1 } },
+    );
     await this.users.updateAsync(
       { _id: userId },
       { $addToSet: { 'services.resume.loginTokens': { hashedToken: hashLoginToken(stamped.token), when: stamped.when } } },
