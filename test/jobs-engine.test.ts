@@ -215,6 +215,24 @@ for (const target of perServer) {
       assert.match(failed.error!, /^y+\.\.\. \(\d+ more characters\)$/);
     });
 
+    it('records a job that throws a value JSON cannot write (a circular object, a BigInt) as failed', async () => {
+      const p = await fresh();
+      const circular: Record<string, unknown> = { reason: 'loop' };
+      circular.self = circular;
+      const jobs = new Jobs(opened.database)
+        .define('circular', () => Promise.reject(circular), { retries: 0 })
+        .define('bigint', () => {
+          throw 10n;
+        }, { retries: 0 });
+      await p.start(jobs, 'a');
+      const [loop, big] = [await jobs.enqueue('circular'), await jobs.enqueue('bigint')];
+      // Both stayed running for good: describing the thrown value threw, so the attempt's end was never written.
+      const looped = await settledRun(opened.database, loop, 3000);
+      assert.equal(looped.status, 'failed');
+      assert.match(looped.error!, /loop/);
+      assert.deepEqual([(await settledRun(opened.database, big, 3000)).status, (await settledRun(opened.database, big)).error], ['failed', '10n']);
+    });
+
     it('runs higher priorities first', async () => {
       const p = await fresh();
       const order: string[] = [];

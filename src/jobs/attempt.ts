@@ -6,6 +6,7 @@
  * write, and says so.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { inspect } from 'node:util';
 import type { LeaseFactory } from '../coordination/lease.js';
 import type { Logger } from '../log.js';
 import type { JobDefinition } from './definitions.js';
@@ -62,8 +63,17 @@ function abortedBy(signal: AbortSignal): Promise<never> {
 /** Longest error a run's record keeps (each attempt's too): a record must stay far below MongoDB's 16 MiB per document. */
 const MAX_ERROR_CHARS = 4000;
 
+/** A thrown value that is not an Error: as JSON, or as Node prints it when JSON cannot write it (a circular object, a BigInt). */
+function describeValue(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return inspect(value, { depth: 2, breakLength: Infinity });
+  }
+}
+
 function describeError(error: unknown): string {
-  const text = error instanceof Error ? error.message || error.name : typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
+  const text = error instanceof Error ? error.message || error.name : typeof error === 'string' ? error : describeValue(error);
   return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (${text.length - MAX_ERROR_CHARS} more characters)`;
 }
 
