@@ -380,6 +380,14 @@ for (const target of perServer) {
       assert.throws(() => jobs.define('x', () => undefined, { retries: -1 }), (e: JobError) => e.code === 'JOB_BAD_OPTIONS' && /retries/.test(e.message));
       assert.throws(() => jobs.schedule('y', 'not cron', () => undefined), (e: JobError) => e.code === 'JOB_BAD_SCHEDULE');
       await assert.rejects(jobs.enqueue('known', {}, { runAt: Number.NaN }), (e: JobError) => e.code === 'JOB_BAD_OPTIONS');
+      // Misspelt options were dropped without a word: Intl's timeZone left a Paris schedule in UTC.
+      assert.throws(
+        () => jobs.schedule('paris', '0 7 * * *', () => undefined, { timeZone: 'Europe/Paris' } as never),
+        (e: JobError) => e.code === 'JOB_BAD_OPTIONS' && e.message === `Job 'paris': unknown option "timeZone"; the options are timeoutMs, retries, retryDelayMs, overlap, priority, timezone`,
+      );
+      assert.throws(() => jobs.define('mail', () => undefined, { timezone: 'UTC', retry: 3 } as never), (e: JobError) => /unknown option "timezone" \(timezone is for scheduled jobs\)/.test(e.message));
+      assert.throws(() => jobs.schedule('tz', '0 7 * * *', () => undefined, 'Europe/Paris' as never), (e: JobError) => /options must be an object/.test(e.message));
+      assert.deepEqual(jobs.names, ['known']);
     });
   });
 }

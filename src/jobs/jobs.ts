@@ -15,7 +15,7 @@ import type { LeaseFactory } from '../coordination/lease.js';
 import { Random } from '../ddp/random.js';
 import { createLogger, type Logger } from '../log.js';
 import type { JobFunction } from './attempt.js';
-import { defineJob, type JobDefinition, type JobOptions, type ScheduleOptions } from './definitions.js';
+import { checkOptionNames, defineJob, type JobDefinition, type JobOptions, type ScheduleOptions } from './definitions.js';
 import { JobErrors } from './errors.js';
 import { RunHistory, type JobRun } from './history.js';
 import { hideJobs, hideJobsOnDashboard, showJobs, showJobsOnDashboard } from './jobs-metrics.js';
@@ -77,7 +77,7 @@ export class Jobs {
    * Each due run happens once across every process of the app.
    */
   schedule(name: string, when: string | number, fn: JobFunction, options: ScheduleOptions = {}): this {
-    const { timezone, ...rest } = options;
+    const { timezone, ...rest } = checkOptionNames(name, options, true);
     return this.add(defineJob(name, fn, rest, parseSchedule(when, timezone)));
   }
 
