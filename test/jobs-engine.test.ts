@@ -15,7 +15,8 @@ import { MemoryLeases } from '../src/coordination/lease-memory.js';
 import type { JobError } from '../src/jobs/errors.js';
 import { RunHistory, type JobRun } from '../src/jobs/history.js';
 import { Jobs, type JobsStartOptions } from '../src/jobs/jobs.js';
-import { jobsMetrics } from '../src/jobs/jobs-metrics.js';
+import { jobsMetrics, type JobSummary } from '../src/jobs/jobs-metrics.js';
+import { apm } from '../src/metrics/apm.js';
 import { metrics } from '../src/metrics/registry.js';
 import { embeddedTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { eventually } from './processes.js';
@@ -231,6 +232,28 @@ for (const target of perServer) {
       assert.equal(looped.status, 'failed');
       assert.match(looped.error!, /loop/);
       assert.deepEqual([(await settledRun(opened.database, big, 3000)).status, (await settledRun(opened.database, big)).error], ['failed', '10n']);
+    });
+
+    it("keeps a rare job's last run and error on the dashboard however many runs a frequent job has had since", async () => {
+      const p = await fresh();
+      const jobs = new Jobs(opened.database)
+        .define('nightly', () => {
+          throw new Error('disk full');
+        }, { retries: 0 })
+        .define('chatty', () => undefined);
+      await p.start(jobs, 'a');
+      await settledRun(opened.database, await jobs.enqueue('nightly'));
+      // 600 finished runs of a frequent job since (a job every second for ten minutes), written straight to the history.
+      const history = new RunHistory(opened.database);
+      for (let i = 0; i < 600; i++) {
+        const at = new Date(Date.now() + i);
+        await history.runs.insertAsync({ _id: `chatty:${i}`, job: 'chatty', kind: 'queued', priority: 0, runAt: at, status: 'succeeded', attempts: 1, attemptLog: [], createdAt: at, finishedAt: at, durationMs: 1 });
+      }
+      const { jobs: rows } = (await apm.snapshot()).jobs as { jobs: JobSummary[] };
+      // Its row was gone: the summary read the latest 500 runs of every job together.
+      const nightly = rows.find((r) => r.job === 'nightly');
+      assert.deepEqual([nightly?.failed, nightly?.lastError], [1, 'disk full']);
+      assert.ok(rows.find((r) => r.job === 'chatty')!.succeeded > 0);
     });
 
     it('runs higher priorities first', async () => {

@@ -178,6 +178,11 @@ export class RunHistory {
     return this.runs.find(job === undefined ? {} : { job }, { sort: { createdAt: -1 }, limit }).fetchAsync();
   }
 
+  /** The latest runs of each of `jobs`, newest first: a rare job keeps its own however often the others run. */
+  async latestOfEach(jobs: string[], limit: number): Promise<JobRun[]> {
+    return (await Promise.all(jobs.map((job) => this.recent(job, limit)))).flat();
+  }
+
   private async fenced(claimed: Claimed, modifier: Record<string, unknown>): Promise<boolean> {
     const n = await this.runs.updateAsync({ _id: claimed.run._id, status: 'running', runner: claimed.runner, token: claimed.token }, modifier);
     return n === 1;

@@ -149,7 +149,7 @@ export class Jobs {
       throw error;
     }
     showJobs(() => ({ role: options.role ?? 'all', runner: scheduler.holder, schedules: scheduler.schedules() }));
-    showJobsOnDashboard((limit) => this.store().recent(undefined, limit), () => scheduler.schedules(), holder);
+    showJobsOnDashboard((limit) => this.store().latestOfEach(this.names, limit), () => scheduler.schedules(), holder);
     log.info('running jobs', { runner: holder, jobs: this.definitions.size, schedules: scheduler.schedules().length });
   }
 
