@@ -411,6 +411,7 @@ for (const target of perServer) {
       assert.throws(() => jobs.define('mail', () => undefined, { timezone: 'UTC', retry: 3 } as never), (e: JobError) => /unknown option "timezone" \(timezone is for scheduled jobs\)/.test(e.message));
       assert.throws(() => jobs.schedule('tz', '0 7 * * *', () => undefined, 'Europe/Paris' as never), (e: JobError) => /options must be an object/.test(e.message));
       assert.deepEqual(jobs.names, ['known']);
+      await assert.rejects(jobs.enqueue('known', {}, { delayMs: 60_000 } as never), (e: JobError) => e.code === 'JOB_BAD_OPTIONS' && /unknown enqueue option "delayMs"; the options are runAt, priority/.test(e.message));
     });
   });
 }

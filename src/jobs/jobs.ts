@@ -85,6 +85,9 @@ export class Jobs {
   async enqueue(name: string, data?: unknown, options: EnqueueOptions = {}): Promise<string> {
     const def = this.definitions.get(name);
     if (!def) throw JobErrors.notDefined({ name: String(name) });
+    // A misspelt option ({ delayMs }) was dropped without a word: the run went at once.
+    const unknown = Object.keys(options ?? {}).find((key) => key !== 'runAt' && key !== 'priority');
+    if (unknown !== undefined) throw JobErrors.badOptions({ name, problem: `unknown enqueue option ${JSON.stringify(unknown)}; the options are runAt, priority` });
     const runAt = options.runAt === undefined ? new Date() : new Date(options.runAt);
     if (Number.isNaN(runAt.getTime())) throw JobErrors.badOptions({ name, problem: 'runAt must be a Date or a time in ms' });
     const priority = options.priority ?? 0;
