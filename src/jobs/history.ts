@@ -70,10 +70,14 @@ export class RunHistory {
 
   /** Records a scheduled run as queued; false when it exists already (another process made it first). */
   async addScheduled(job: string, due: Date, priority: number): Promise<boolean> {
+    const { _id, ...run } = newRun(`${job}@${due.toISOString()}`, job, 'scheduled', due, priority, { scheduledAt: due });
     try {
-      await this.runs.insertAsync(newRun(`${job}@${due.toISOString()}`, job, 'scheduled', due, priority, { scheduledAt: due }));
-      return true;
+      // Not an insert: every other process's copy would fail with a duplicate key, which /metrics and the dashboard
+      // count as a failed database operation (one per due run and extra jobs process).
+      const { insertedId } = await this.runs.upsertAsync({ _id }, { $setOnInsert: run });
+      return insertedId !== undefined;
     } catch (error) {
+      // Two upserts at once may still race on the _id.
       if (error instanceof DuplicateKeyError || (error as { code?: unknown }).code === 11000) return false;
       throw error;
     }
