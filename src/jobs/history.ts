@@ -96,12 +96,6 @@ export class RunHistory {
     return this.runs.find({ status: 'queued', runAt: { $lte: now }, job: { $in: jobs } }).countAsync();
   }
 
-  /** The earliest due time among queued runs not yet due (to wake up for it rather than wait for the next poll). */
-  async nextDue(now: Date, jobs: string[]): Promise<Date | undefined> {
-    const [next] = await this.runs.find({ status: 'queued', runAt: { $gt: now }, job: { $in: jobs } }, { sort: { runAt: 1 }, limit: 1, fields: { runAt: 1 } }).fetchAsync();
-    return next?.runAt;
-  }
-
   /** Takes a queued run for `runner`; undefined when another process took it first. */
   async claim(run: JobRun, runner: string, token: number, now: Date): Promise<Claimed | undefined> {
     const taken = await this.runs.updateAsync(
