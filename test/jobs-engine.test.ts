@@ -419,6 +419,13 @@ for (const target of perServer) {
     it('shows schedules, next runs and recent runs on the stats page, and prunes old history', async () => {
       const p = await fresh();
       const jobs = new Jobs(opened.database).schedule('shown', '*/1 * * * * *', () => 'ok');
+      // Left by an earlier deployment whose schedule was renamed: no process knows its job, so it stayed queued for good.
+      const history = new RunHistory(opened.database);
+      const longAgo = new Date(Date.now() - 60_000);
+      const leftovers = { _id: `renamed@${longAgo.toISOString()}`, job: 'renamed', kind: 'scheduled' as const, priority: 0, runAt: longAgo, scheduledAt: longAgo, status: 'queued' as const, attempts: 0, attemptLog: [], createdAt: longAgo };
+      await history.runs.insertAsync(leftovers);
+      // A queued one-off run waits for its job, however long (a web process may run a newer version than the jobs processes).
+      await history.runs.insertAsync({ ...leftovers, _id: 'newer:1', job: 'newer', kind: 'queued' });
       await p.start(jobs, 'a', { retentionMs: 500 });
       type Section = { schedules: Array<{ job: string; nextRunAt: string }>; recent: Array<{ job: string }> };
       const section = () => metrics.describeSections().jobs as Section;
@@ -427,6 +434,8 @@ for (const target of perServer) {
       assert.ok(Date.parse(section().schedules[0]!.nextRunAt) > Date.now() - 2000);
       const firstId = (await runsOf(opened.database, 'shown'))[0]!._id;
       await eventually(async () => (await new RunHistory(opened.database).runs.findOneAsync({ _id: firstId })) === undefined, 'retention to remove the first run', 5000);
+      assert.equal(await history.runs.findOneAsync({ _id: leftovers._id }), undefined);
+      assert.equal((await history.runs.findOneAsync({ _id: 'newer:1' }))?.status, 'queued');
     });
 
     it('refuses bad definitions and unknown jobs with errors that say what to do', async () => {

@@ -166,9 +166,17 @@ export class RunHistory {
     return n === 1 ? 'failed' : undefined;
   }
 
-  /** Removes finished runs that ended before `before`; resolves with how many. */
+  /**
+   * Removes finished runs that ended before `before`, and scheduled runs still queued since a due time before it (their
+   * schedule was renamed or removed, so no process takes them); resolves with how many.
+   */
   prune(before: Date): Promise<number> {
-    return this.runs.removeAsync({ status: { $in: ['succeeded', 'failed', 'skipped'] }, finishedAt: { $lt: before } });
+    return this.runs.removeAsync({
+      $or: [
+        { status: { $in: ['succeeded', 'failed', 'skipped'] }, finishedAt: { $lt: before } },
+        { status: 'queued', kind: 'scheduled', runAt: { $lt: before } },
+      ],
+    });
   }
 
   /** The latest runs, newest first (of one job, or of all). */
