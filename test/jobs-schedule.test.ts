@@ -77,5 +77,18 @@ describe('job schedules', () => {
     assert.match(refused(1000, 'Europe/Paris'), /only to cron/);
     assert.match(refused('* * * * *', 'Mars/Olympus'), /unknown time zone/);
     assert.match(refused(''), /cron expression/);
+    // croner's message offered seven fields, which are refused.
+    assert.match(refused('5000'), /five fields, or six with seconds first \(got 1\); an interval is a number of milliseconds/);
+  });
+
+  it('refuses a cron expression that never falls due, and a schedule that is neither text nor a number, naming it', () => {
+    // Accepted before: a job on 31 April was defined without a word and never ran.
+    assert.throws(() => parseSchedule('0 0 31 4 *'), (e: JobError) => e.code === 'JOB_BAD_SCHEDULE' && /"0 0 31 4 \*": it never falls due/.test(e.message));
+    assert.throws(() => parseSchedule('0 0 30 2 *', 'Europe/Paris'), /never falls due/);
+    // The functions swapped (schedule(name, fn, when)): the message named the schedule "{schedule}".
+    assert.throws(
+      () => parseSchedule((() => undefined) as unknown as string),
+      (e: JobError) => e.message === 'Cannot read the schedule (a function): give a cron expression (string) or an interval in milliseconds (number)',
+    );
   });
 });

@@ -30,7 +30,8 @@ function blocks(page: string, lang: string): string[] {
 /** Runs `perseid <args>` to its end (several at once: each takes seconds to start on a busy machine). */
 function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // A refusal takes seconds; a command that started a server instead of refusing is stopped.
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => void (stdout += c.toString()));
@@ -116,6 +117,9 @@ describe('perseid start --role and perseid autoscale on the command line', () =>
     const refusals: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
       [['start', 'dist/examples/tasks/app.js', '--role', 'worker'], {}, /--role must be web, jobs or all \(got worker\)/],
       [['start', 'dist/examples/tasks/app.js', '--role', 'jobs', '--workers', '2'], { MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /--role jobs runs no clients: it needs no --workers/],
+      // Accepted before: the web process's enqueued runs stayed queued for good, the jobs process served no one.
+      [['start', 'dist/examples/jobs/app.js', '--role', 'web', '--port', '0'], { MONGO_URL: '' }, /--role web needs MONGO_URL: .*Set MONGO_URL, or leave --role at all\.$/m],
+      [['start', 'dist/examples/jobs/app.js', '--port', '0'], { MONGO_URL: '', PERSEID_ROLE: 'jobs' }, /--role jobs needs MONGO_URL/],
       // The tasks app defines no jobs: the settings are checked all the same.
       [['start', 'dist/examples/tasks/app.js', '--jobs-concurrency', '0'], {}, /--jobs-concurrency must be an integer from 1 to 1000 \(got 0\)/],
       [['start', 'dist/examples/tasks/app.js'], { PERSEID_JOBS_CONCURRENCY: '0' }, /--jobs-concurrency must be an integer from 1 to 1000 \(got 0\)/],

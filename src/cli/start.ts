@@ -248,6 +248,10 @@ export function readStartSettings(values: Parsed['values'], env: NodeJS.ProcessE
   const scale = readScaleOut(values, env);
   if (role === 'jobs' && workers > 0) throw new UsageError('--role jobs runs no clients: it needs no --workers (run several jobs processes instead).');
   if (role === 'jobs' && scale.balancer) throw new UsageError('--role jobs serves no clients, so it cannot be a --balancer.');
+  // Another process could never read the queue of a web process (nor enqueue for a jobs one): they would be silently idle.
+  if (role !== 'all' && !env.MONGO_URL) {
+    throw new UsageError(`--role ${role} needs MONGO_URL: web and jobs processes share the app's database, and the embedded store belongs to one process (a web process's queued jobs would never run). Set MONGO_URL, or leave --role at all.`);
+  }
   const redisTimeoutMs = connectTimeoutMs(env);
   return {
     level: level as LogLevel,

@@ -6,6 +6,7 @@
  * write, and says so.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { inspect } from 'node:util';
 import type { LeaseFactory } from '../coordination/lease.js';
 import type { Logger } from '../log.js';
 import type { JobDefinition } from './definitions.js';
@@ -62,8 +63,17 @@ function abortedBy(signal: AbortSignal): Promise<never> {
 /** Longest error a run's record keeps (each attempt's too): a record must stay far below MongoDB's 16 MiB per document. */
 const MAX_ERROR_CHARS = 4000;
 
+/** A thrown value that is not an Error: as JSON, or as Node prints it when JSON cannot write it (a circular object, a BigInt). */
+function describeValue(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return inspect(value, { depth: 2, breakLength: Infinity });
+  }
+}
+
 function describeError(error: unknown): string {
-  const text = error instanceof Error ? error.message || error.name : typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
+  const text = error instanceof Error ? error.message || error.name : typeof error === 'string' ? error : describeValue(error);
   return text.length <= MAX_ERROR_CHARS ? text : `${text.slice(0, MAX_ERROR_CHARS)}... (${text.length - MAX_ERROR_CHARS} more characters)`;
 }
 
@@ -162,6 +172,9 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
     if (kept.tooLarge !== undefined) {
       log.warn('run succeeded; its result is not kept in the history (too large)', { job: job.name, run: run._id, bytes: kept.tooLarge, limit: MAX_RESULT_BYTES });
     }
+    if (kept.badKey !== undefined) {
+      log.warn("run succeeded; its result is not kept in the history (a key with '.' or starting with '$', which MongoDB may refuse)", { job: job.name, run: run._id, key: kept.badKey });
+    }
     committed = await recorded(() => history.finish(claimed, { status: 'succeeded', startedAt, now, result: kept.value }));
   } else if (run.attempts < job.retries + 1) {
     status = 'retrying';
@@ -189,11 +202,23 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
  */
 const MAX_RESULT_BYTES = 1024 * 1024;
 
+/** A key MongoDB may refuse to store (FerretDB and MongoDB before 5.0 do): the run's end could then never be written. */
+function badKey(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  for (const [key, inner] of Object.entries(value)) {
+    if (!Array.isArray(value) && (key.includes('.') || key.startsWith('$'))) return key;
+    const found = badKey(inner);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 /**
  * What a history record can keep of a job's return value: plain data, not functions or class instances the store
- * cannot hold, of at most MAX_RESULT_BYTES as JSON (else nothing, and its size).
+ * cannot hold, of at most MAX_RESULT_BYTES as JSON (else nothing, and its size), with keys every database stores
+ * (else nothing, and the key).
  */
-function storable(value: unknown): { value?: unknown; tooLarge?: number } {
+function storable(value: unknown): { value?: unknown; tooLarge?: number; badKey?: string } {
   if (value === undefined || value === null || typeof value === 'function' || typeof value === 'symbol') return {};
   let json: string | undefined;
   try {
@@ -204,5 +229,8 @@ function storable(value: unknown): { value?: unknown; tooLarge?: number } {
   if (json === undefined) return {};
   const bytes = Buffer.byteLength(json);
   if (bytes > MAX_RESULT_BYTES) return { tooLarge: bytes };
-  return { value: typeof value === 'object' ? (JSON.parse(json) as unknown) : value };
+  if (typeof value !== 'object') return { value };
+  const plain = JSON.parse(json) as unknown;
+  const key = badKey(plain);
+  return key === undefined ? { value: plain } : { badKey: key };
 }

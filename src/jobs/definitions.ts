@@ -47,11 +47,29 @@ function count(name: string, key: string, value: unknown, fallback: number, min:
   return value;
 }
 
+const JOB_OPTIONS = ['timeoutMs', 'retries', 'retryDelayMs', 'overlap', 'priority'];
+
+/**
+ * The options object of `define` or `schedule`, checked for names it does not know: a misspelt one (Intl's `timeZone`
+ * for `timezone`) was dropped without a word, and the job ran with the default (in UTC).
+ */
+export function checkOptionNames<T extends object>(name: string, options: T, scheduled: boolean): T {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw JobErrors.badOptions({ name: String(name), problem: 'options must be an object' });
+  const known = scheduled ? [...JOB_OPTIONS, 'timezone'] : JOB_OPTIONS;
+  const unknown = Object.keys(options).find((key) => !known.includes(key));
+  if (unknown !== undefined) {
+    const hint = !scheduled && unknown === 'timezone' ? ' (timezone is for scheduled jobs)' : '';
+    throw JobErrors.badOptions({ name: String(name), problem: `unknown option ${JSON.stringify(unknown)}${hint}; the options are ${known.join(', ')}` });
+  }
+  return options;
+}
+
 export function defineJob(name: string, fn: JobFunction, options: JobOptions, schedule: Schedule | undefined): JobDefinition {
   if (typeof name !== 'string' || !NAME.test(name)) {
     throw JobErrors.badOptions({ name: String(name), problem: 'a job name is 1 to 100 letters, digits, and . _ : -' });
   }
   if (typeof fn !== 'function') throw JobErrors.badOptions({ name, problem: 'the job needs a function' });
+  checkOptionNames(name, options, schedule !== undefined);
   if (options.overlap !== undefined && typeof options.overlap !== 'boolean') throw JobErrors.badOptions({ name, problem: 'overlap must be true or false' });
   return {
     name,

@@ -70,10 +70,14 @@ export class RunHistory {
 
   /** Records a scheduled run as queued; false when it exists already (another process made it first). */
   async addScheduled(job: string, due: Date, priority: number): Promise<boolean> {
+    const { _id, ...run } = newRun(`${job}@${due.toISOString()}`, job, 'scheduled', due, priority, { scheduledAt: due });
     try {
-      await this.runs.insertAsync(newRun(`${job}@${due.toISOString()}`, job, 'scheduled', due, priority, { scheduledAt: due }));
-      return true;
+      // Not an insert: every other process's copy would fail with a duplicate key, which /metrics and the dashboard
+      // count as a failed database operation (one per due run and extra jobs process).
+      const { insertedId } = await this.runs.upsertAsync({ _id }, { $setOnInsert: run });
+      return insertedId !== undefined;
     } catch (error) {
+      // Two upserts at once may still race on the _id.
       if (error instanceof DuplicateKeyError || (error as { code?: unknown }).code === 11000) return false;
       throw error;
     }
@@ -90,12 +94,6 @@ export class RunHistory {
 
   countDue(now: Date, jobs: string[]): Promise<number> {
     return this.runs.find({ status: 'queued', runAt: { $lte: now }, job: { $in: jobs } }).countAsync();
-  }
-
-  /** The earliest due time among queued runs not yet due (to wake up for it rather than wait for the next poll). */
-  async nextDue(now: Date, jobs: string[]): Promise<Date | undefined> {
-    const [next] = await this.runs.find({ status: 'queued', runAt: { $gt: now }, job: { $in: jobs } }, { sort: { runAt: 1 }, limit: 1, fields: { runAt: 1 } }).fetchAsync();
-    return next?.runAt;
   }
 
   /** Takes a queued run for `runner`; undefined when another process took it first. */
@@ -168,14 +166,27 @@ export class RunHistory {
     return n === 1 ? 'failed' : undefined;
   }
 
-  /** Removes finished runs that ended before `before`; resolves with how many. */
+  /**
+   * Removes finished runs that ended before `before`, and scheduled runs still queued since a due time before it (their
+   * schedule was renamed or removed, so no process takes them); resolves with how many.
+   */
   prune(before: Date): Promise<number> {
-    return this.runs.removeAsync({ status: { $in: ['succeeded', 'failed', 'skipped'] }, finishedAt: { $lt: before } });
+    return this.runs.removeAsync({
+      $or: [
+        { status: { $in: ['succeeded', 'failed', 'skipped'] }, finishedAt: { $lt: before } },
+        { status: 'queued', kind: 'scheduled', runAt: { $lt: before } },
+      ],
+    });
   }
 
   /** The latest runs, newest first (of one job, or of all). */
   recent(job: string | undefined, limit: number): Promise<JobRun[]> {
     return this.runs.find(job === undefined ? {} : { job }, { sort: { createdAt: -1 }, limit }).fetchAsync();
+  }
+
+  /** The latest runs of each of `jobs`, newest first: a rare job keeps its own however often the others run. */
+  async latestOfEach(jobs: string[], limit: number): Promise<JobRun[]> {
+    return (await Promise.all(jobs.map((job) => this.recent(job, limit)))).flat();
   }
 
   private async fenced(claimed: Claimed, modifier: Record<string, unknown>): Promise<boolean> {

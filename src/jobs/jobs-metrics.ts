@@ -142,10 +142,10 @@ export function summarizeRuns(runs: readonly RunLike[], schedules: ReadonlyArray
   return [...byJob.values()].map(({ durations: _, ...r }) => r).sort((a, b) => a.job.localeCompare(b.job));
 }
 
-/** Runs read for the dashboard's summary (the newest). */
-const SUMMARY_RUNS = 500;
+/** Runs read for the dashboard's summary, per job (its newest). */
+const SUMMARY_RUNS = 100;
 
-/** Shows the jobs on the APM dashboard, from `recent` (the durable history) and this process's schedules. */
+/** Shows the jobs on the APM dashboard, from `recent` (each job's latest runs in the durable history) and this process's schedules. */
 export function showJobsOnDashboard(recent: (limit: number) => Promise<RunLike[]>, schedules: () => Array<{ job: string; nextRunAt?: string }>, runner: string): void {
   apm.jobsFrom(async () => ({ runner, jobs: summarizeRuns(await recent(SUMMARY_RUNS), schedules()) }));
 }

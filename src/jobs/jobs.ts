@@ -15,7 +15,7 @@ import type { LeaseFactory } from '../coordination/lease.js';
 import { Random } from '../ddp/random.js';
 import { createLogger, type Logger } from '../log.js';
 import type { JobFunction } from './attempt.js';
-import { defineJob, type JobDefinition, type JobOptions, type ScheduleOptions } from './definitions.js';
+import { checkOptionNames, defineJob, type JobDefinition, type JobOptions, type ScheduleOptions } from './definitions.js';
 import { JobErrors } from './errors.js';
 import { RunHistory, type JobRun } from './history.js';
 import { hideJobs, hideJobsOnDashboard, showJobs, showJobsOnDashboard } from './jobs-metrics.js';
@@ -77,7 +77,7 @@ export class Jobs {
    * Each due run happens once across every process of the app.
    */
   schedule(name: string, when: string | number, fn: JobFunction, options: ScheduleOptions = {}): this {
-    const { timezone, ...rest } = options;
+    const { timezone, ...rest } = checkOptionNames(name, options, true);
     return this.add(defineJob(name, fn, rest, parseSchedule(when, timezone)));
   }
 
@@ -85,6 +85,9 @@ export class Jobs {
   async enqueue(name: string, data?: unknown, options: EnqueueOptions = {}): Promise<string> {
     const def = this.definitions.get(name);
     if (!def) throw JobErrors.notDefined({ name: String(name) });
+    // A misspelt option ({ delayMs }) was dropped without a word: the run went at once.
+    const unknown = Object.keys(options ?? {}).find((key) => key !== 'runAt' && key !== 'priority');
+    if (unknown !== undefined) throw JobErrors.badOptions({ name, problem: `unknown enqueue option ${JSON.stringify(unknown)}; the options are runAt, priority` });
     const runAt = options.runAt === undefined ? new Date() : new Date(options.runAt);
     if (Number.isNaN(runAt.getTime())) throw JobErrors.badOptions({ name, problem: 'runAt must be a Date or a time in ms' });
     const priority = options.priority ?? 0;
@@ -149,7 +152,7 @@ export class Jobs {
       throw error;
     }
     showJobs(() => ({ role: options.role ?? 'all', runner: scheduler.holder, schedules: scheduler.schedules() }));
-    showJobsOnDashboard((limit) => this.store().recent(undefined, limit), () => scheduler.schedules(), holder);
+    showJobsOnDashboard((limit) => this.store().latestOfEach(this.names, limit), () => scheduler.schedules(), holder);
     log.info('running jobs', { runner: holder, jobs: this.definitions.size, schedules: scheduler.schedules().length });
   }
 

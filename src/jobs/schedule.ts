@@ -7,6 +7,7 @@
  * (job, due time), and that is what keeps two processes with skewed clocks
  * from both running it (synced-cron derived it from each host's own clock).
  */
+import { inspect } from 'node:util';
 import { Cron } from 'croner';
 import { JobErrors } from './errors.js';
 
@@ -62,7 +63,14 @@ export function parseSchedule(when: string | number, timezone?: string): Schedul
     return new IntervalSchedule(when);
   }
   if (typeof when !== 'string' || when.trim() === '') {
-    throw JobErrors.badSchedule({ schedule: JSON.stringify(when), problem: 'give a cron expression (string) or an interval in milliseconds (number)' });
+    // JSON has no text for a function (the arguments swapped) nor undefined: the message named "{schedule}".
+    const shown = typeof when === 'string' ? JSON.stringify(when) : typeof when === 'function' ? '(a function)' : inspect(when);
+    throw JobErrors.badSchedule({ schedule: shown, problem: 'give a cron expression (string) or an interval in milliseconds (number)' });
+  }
+  // croner's own message offers seven fields, which this mode refuses.
+  const fields = when.trim().split(/\s+/).length;
+  if (fields !== 5 && fields !== 6 && !when.trim().startsWith('@')) {
+    throw JobErrors.badSchedule({ schedule: JSON.stringify(when), problem: `a cron expression has five fields, or six with seconds first (got ${fields}); an interval is a number of milliseconds` });
   }
   if (timezone !== undefined) {
     try {
@@ -71,5 +79,8 @@ export function parseSchedule(when: string | number, timezone?: string): Schedul
       throw JobErrors.badSchedule({ schedule: JSON.stringify(when), problem: `unknown time zone ${JSON.stringify(timezone)} (use an IANA name such as Europe/Paris)` });
     }
   }
-  return new CronSchedule(when.trim(), timezone);
+  const cron = new CronSchedule(when.trim(), timezone);
+  // Without a year field, an expression that has no next time has none ever: its job would never run.
+  if (!cron.next(new Date())) throw JobErrors.badSchedule({ schedule: JSON.stringify(when), problem: 'it never falls due (a date that does not exist, such as 31 April)' });
+  return cron;
 }
