@@ -6,9 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { DDPClient } from '../src/client/node.js';
-import { CLI, eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
+import { serviceUrl } from '../scripts/services/control.js';
+import { freePort } from '../scripts/services/process.js';
+import { freshDatabase } from './databases.js';
+import { CLI, eventually, exited, spawnPerseid, startPerseid, type PerseidProcess } from './processes.js';
+import { needsServices } from './skips.js';
 
 const APP = 'dist/examples/tasks/app.js';
+const mongo = await serviceUrl('mongo-java-server');
 
 /** Bounded: a command that should have refused its arguments but runs on is killed, and fails on its status. */
 function run(args: string[], env: NodeJS.ProcessEnv = {}) {
@@ -115,6 +120,24 @@ describe('perseid CLI', () => {
     const refused = run(['start', APP, '--data-dir', dir], { PORT: 'x' });
     assert.equal(refused.status, 2);
     assert.match(refused.stderr, /--port must be an integer/);
+  });
+
+  // From the moment it listens, /health answers, and a supervisor that waits for that (autoscale --local, an
+  // orchestrator's probe) may send SIGTERM at once, while the jobs role still sets up its leases in MongoDB.
+  it('drains on a SIGTERM sent as soon as /health answers, before the rest has started', { skip: needsServices({ 'mongo-java-server': mongo }) }, async () => {
+    for (let i = 0; i < 3; i++) {
+      const database = freshDatabase(mongo!);
+      const port = await freePort();
+      const server = spawnPerseid(['start', 'dist/examples/jobs/app.js', '--port', String(port)], { MONGO_URL: database.url });
+      try {
+        await eventually(() => fetch(`http://127.0.0.1:${port}/health`).then((r) => r.ok, () => false), 'the server answering /health', 15000);
+        assert.equal(await server.stop('SIGTERM'), 0, server.output());
+        assert.match(server.output(), /draining, then stopping signal=SIGTERM/);
+      } finally {
+        server.child.kill('SIGKILL');
+        await database.drop();
+      }
+    }
   });
 
   it('refuses a second server on the same data directory', async () => {

@@ -207,26 +207,34 @@ function exitAfter(log: Logger, work: () => Promise<unknown>): void {
  * and SIGHUP, their terminal closing, stop now; SIGUSR2 (perseid dev's
  * restart) stops now telling clients the server is back in a moment; a second
  * signal exits. Losing the parent that started it over IPC (perseid dev) stops
- * it now too.
+ * it now too. Caught from the moment the server listens, since from then
+ * `/health` answers and whoever waits for it may signal at once; a signal that
+ * arrives before the rest has started is acted on once it has. The returned
+ * function gives the work and says whether a signal came first.
  */
-function onSignals(log: Logger, drain: () => Promise<void>, stop: () => Promise<void>, restart: () => Promise<void> = stop): void {
+function catchSignals(log: Logger): (drain: () => Promise<void>, stop: () => Promise<void>, restart?: () => Promise<void>) => boolean {
   let stopping = false;
-  const handle = (signal: string, work: () => Promise<void>) => {
+  let caught: string | undefined;
+  let work: ((signal: string) => () => Promise<void>) | undefined;
+  const handle = (signal: string) => {
     if (stopping) {
       log.warn('second signal: exiting now');
       process.exit(1);
     }
     stopping = true;
     log.info(signal === 'SIGTERM' ? 'draining, then stopping' : signal === 'SIGUSR2' ? 'stopping to restart' : 'stopping', { signal });
-    exitAfter(log, work);
+    if (work) exitAfter(log, work(signal));
+    else caught = signal;
   };
   // `on`, not `once`: a second signal of the same kind (Ctrl-C pressed again) must reach the handler, not Node's default.
-  process.on('SIGINT', () => handle('SIGINT', stop));
-  process.on('SIGHUP', () => handle('SIGHUP', stop));
-  process.on('SIGTERM', () => handle('SIGTERM', drain));
-  process.on('SIGUSR2', () => handle('SIGUSR2', restart));
+  for (const signal of ['SIGINT', 'SIGHUP', 'SIGTERM', 'SIGUSR2'] as const) process.on(signal, () => handle(signal));
   // Started by perseid dev, which holds the other end of this channel: dev killed outright leaves no one else to stop it.
-  if (process.send) process.once('disconnect', () => handle('disconnect', stop));
+  if (process.send) process.once('disconnect', () => handle('disconnect'));
+  return (drain, stop, restart = stop) => {
+    work = (signal) => (signal === 'SIGTERM' ? drain : signal === 'SIGUSR2' ? restart : stop);
+    if (caught) exitAfter(log, work(caught));
+    return stopping;
+  };
 }
 
 /** `perseid start`'s options, read and checked: a value a person got wrong is refused before anything starts. */
@@ -348,15 +356,15 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       log,
     });
     const bound = await listenOn(() => primary.listen(port, host), port, host);
+    const onSignals = catchSignals(log);
     if (adminPort !== undefined) await serveAdmin((req, res) => primary.adminRequest(req, res), adminPort, adminHost, log);
     const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log, role) : undefined;
     const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
-    onSignals(
-      log,
+    const stopping = onSignals(
       () => primary.drain(drainMs).then(after),
       () => primary.close().then(after),
     );
-    log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
+    if (!stopping) log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
       app: appPath,
       workers,
       store: 'mongo',
@@ -373,6 +381,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const database = await openAppDatabase(embedded ? dataDir : undefined);
   const server = await bootApp(setup, appPath, { ...serverOptions, adminEndpoints: adminPort === undefined }, database);
   const bound = await listenOn(() => server.listen(port, host), port, host);
+  const onSignals = catchSignals(log);
   if (adminPort !== undefined) await serveAdmin((req, res) => server.adminRequest(req, res), adminPort, adminHost, log);
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;
@@ -380,14 +389,12 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const stopJobs = await startJobs(server, database, jobs, env, id, log);
   // Jobs stop alongside the drain (running attempts may finish), before the database closes.
   const after = () => Promise.all([database.close(), joined?.close()]).then(closeFanout);
-  // Before the line that says it runs: whoever waits for that line may signal at once.
-  onSignals(
-    log,
+  const stopping = onSignals(
     () => Promise.all([server.drain(drainMs), stopJobs()]).then(after),
     () => Promise.all([server.close(), stopJobs()]).then(after),
     () => Promise.all([server.close({ restarting: true }), stopJobs()]).then(after),
   );
-  log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
+  if (!stopping) log.info(`Perseid is running at ${shownUrl(bound.host, bound.port)}`, {
     app: appPath,
     store: database.driver.kind,
     dataDir: database.driver.kind === 'embedded' ? dataDir : undefined,
