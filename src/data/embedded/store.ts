@@ -143,7 +143,7 @@ export class EmbeddedStore implements StorageDriver {
   /** Why the store cannot take writes now (shown by /health), or undefined when it can. */
   problem(): string | undefined {
     const failure = this.wal.failed;
-    return failure && `the embedded store cannot write (it retries by itself): ${failure.detail}`;
+    return failure && `the embedded store cannot write${this.retryNote()}: ${failure.detail}`;
   }
 
   /** Writes a snapshot and deletes the log it covers (also done automatically as the log grows). */
@@ -177,7 +177,11 @@ export class EmbeddedStore implements StorageDriver {
   private assertWritable(): void {
     this.assertOpen();
     const failure = this.wal.failed;
-    if (failure) throw new DatabaseUnavailableError(`the embedded store at ${this.dir} cannot write now (it retries by itself): ${failure.detail}`, failure);
+    if (failure) throw new DatabaseUnavailableError(`the embedded store at ${this.dir} cannot write now${this.retryNote()}: ${failure.detail}`, failure);
+  }
+
+  private retryNote(): string {
+    return this.wal.retrying ? ' (it retries by itself)' : '';
   }
 
   /** Numbers applied mutations and queues them for the next log batch; resolves with the write's token. */
