@@ -11,7 +11,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { DatabaseUnavailableError } from '../src/data/driver.js';
 import { listDataFiles } from '../src/data/embedded/files.js';
-import { docsOf, open, tempDir } from './embedded-helpers.js';
+import { docsOf, logLines, open, tempDir } from './embedded-helpers.js';
 import { eventually } from './processes.js';
 import { smallDisk, smallDiskSkip } from './small-disk.js';
 
@@ -104,6 +104,7 @@ describe('embedded store: a data directory removed while the server runs', () =>
     await assert.rejects(c.insert({ _id: 'b' }), (error: unknown) => error instanceof DatabaseUnavailableError && /was deleted/.test(error.detail));
     assert.deepEqual((await docsOf(store)).map((d) => d._id), ['a'], 'reads go on; the refused write is not shown');
     assert.match(store.problem() ?? '', /cannot write: .*was the data directory removed/, '/health tells, and promises no retry');
+    assert.ok(logLines.some((line) => /ERROR .*writes are refused dir=/.test(line)), 'the log promises no retry either');
 
     // A directory made again at the same place does not hold the log this process writes to.
     fs.mkdirSync(dir);

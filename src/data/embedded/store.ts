@@ -221,7 +221,8 @@ export class EmbeddedStore implements StorageDriver {
 
   /** A batch failed, and with it every write not yet logged: undo them all. */
   private onFailed(error: DatabaseUnavailableError): void {
-    log.error('a write to the log failed: writes are refused until the disk takes them again', { dir: this.dir, error: error.detail });
+    const until = this.wal.retrying ? ' until the disk takes them again' : '';
+    log.error(`a write to the log failed: writes are refused${until}`, { dir: this.dir, error: error.detail });
     this.undoUnlogged();
   }
 

@@ -207,8 +207,8 @@ export class WriteAheadLog<P> {
 
   private fail(error: DatabaseUnavailableError): void {
     this.failure = error;
-    this.options.onFailed(error);
     if (!this.deleted()) this.probe ??= setInterval(() => this.tryResume(), this.options.retryMs ?? 1000).unref();
+    this.options.onFailed(error);
   }
 
   /** Writes as much as the failed batch did to a scratch file; if that works, so may the log. */
