@@ -197,9 +197,9 @@ export class EmbeddedStore implements StorageDriver {
     }
     let text = '';
     const events: DocumentChange[] = [];
-    for (const entry of entries) {
+    for (const [i, entry] of entries.entries()) {
       const seq = ++this.seq;
-      text += encodeLine({ seq, ...entry.mutation });
+      text += encodeLine(i < entries.length - 1 ? { seq, ...entry.mutation, more: true } : { seq, ...entry.mutation });
       const event = changeEvent(seq, entry);
       if (event) events.push(event);
     }

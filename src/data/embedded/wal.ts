@@ -254,11 +254,15 @@ export interface LogScan {
 export function readLog(
   path: string,
   tornTailAllowed: boolean,
-  onRecord: (record: LogRecord, lineNo: number) => void,
+  /** `offset`: where the record's line starts in the file. */
+  onRecord: (record: LogRecord, lineNo: number, offset: number) => void,
   onDamaged: (damage: DamagedRecord) => void,
 ): LogScan {
   const reader = new LineReader();
-  const scan = readLines(path, (line, lineNo) => {
+  let offset = 0;
+  const scan = readLines(path, (line, lineNo, endOffset) => {
+    const start = offset;
+    offset = endOffset;
     let record: LogRecord;
     try {
       record = toLogRecord(reader.read(line));
@@ -267,7 +271,7 @@ export function readLog(
       onDamaged({ file: path, line: lineNo, reason: error.message, text: line });
       return;
     }
-    onRecord(record, lineNo);
+    onRecord(record, lineNo, start);
   });
   const { completeBytes } = scan;
   if (scan.tail === undefined) return { completeBytes, tornTail: undefined };
@@ -275,6 +279,12 @@ export function readLog(
   if (tornTailAllowed) return { completeBytes, tornTail };
   onDamaged({ file: path, line: tornTail.line, reason: 'incomplete line, and a later log has records', text: scan.tail });
   return { completeBytes, tornTail: undefined };
+}
+
+/** Cuts off the records of a last write that a crash cut short, from its first record's line (at `offset`) on. */
+export function cutUnfinishedWrite(path: string, offset: number, line: number, log: Logger): void {
+  truncateSync(path, offset);
+  log.warn('cut off the records of a write a crash cut short at the end of the write-ahead log (never acknowledged; a write is applied whole or not at all)', { file: path, line });
 }
 
 /** Cuts an interrupted last append off a log. */
