@@ -147,6 +147,33 @@ describe('embedded store: checksums', () => {
     }
   });
 
+  it('applies a write whole or not at all: cuts off the records of a last write that a crash cut short', async () => {
+    for (const cut of ['after a line', 'inside a line']) {
+      const dir = tempDir();
+      let store = await open(dir);
+      const c = store.collection('c');
+      for (let i = 0; i < 5; i++) await c.insert({ _id: `d${i}`, n: 0 });
+      const log = listDataFiles(dir).logs[0]!.path;
+      const before = fs.statSync(log).size;
+      await c.update({}, { $set: { n: 1 } }, { multi: true });
+      await store.close();
+      // A kill -9 during the batch's write() leaves a prefix of it: its first three records, and part of the fourth.
+      const batch = fs.readFileSync(log).subarray(before).toString('utf8').split('\n');
+      fs.truncateSync(log, before);
+      fs.appendFileSync(log, batch.slice(0, 3).join('\n') + '\n' + (cut === 'inside a line' ? batch[3]!.slice(0, 20) : ''));
+      logLines.length = 0;
+      store = await open(dir);
+      assert.deepEqual((await docsOf(store)).map((d) => d.n), [0, 0, 0, 0, 0], `none of the unacknowledged update is applied (${cut})`);
+      assert.equal(fs.statSync(log).size, before);
+      assert.ok(logLines.some((line) => line.includes('a write a crash cut short') && line.includes('line=6')), logLines.join('\n'));
+      await store.collection('c').insert({ _id: 'after' });
+      await store.close();
+      store = await open(dir);
+      assert.equal((await docsOf(store)).length, 6);
+      await store.close();
+    }
+  });
+
   it('refuses a complete but unreadable last line: it is damage, not an interrupted append', async () => {
     const { dir, log } = await threeDocs();
     fs.appendFileSync(log, '{"seq":5,"op":"pu\n');

@@ -2,7 +2,8 @@
  * The embedded store on a disk that fills up, for real (a small tmpfs): a
  * write the log cannot take is reported failed, was never visible, and never
  * comes back (not after a restart either); the store says it cannot write;
- * writes resume by themselves once space returns.
+ * writes resume by themselves once space returns. And a data directory removed
+ * under a running store: writes are refused, not acknowledged into a deleted file.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -10,7 +11,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { DatabaseUnavailableError } from '../src/data/driver.js';
 import { listDataFiles } from '../src/data/embedded/files.js';
-import { docsOf, open } from './embedded-helpers.js';
+import { docsOf, logLines, open, tempDir } from './embedded-helpers.js';
 import { eventually } from './processes.js';
 import { smallDisk, smallDiskSkip } from './small-disk.js';
 
@@ -89,5 +90,25 @@ describe('embedded store: a full disk', { skip: smallDiskSkip }, () => {
     } finally {
       disk.remove();
     }
+  });
+});
+
+describe('embedded store: a data directory removed while the server runs', () => {
+  it('refuses writes for good, saying why, instead of acknowledging writes that the next start will not have', async () => {
+    const dir = path.join(tempDir(), 'data');
+    const store = await open(dir, { retryMs: 20 });
+    const c = store.collection('c');
+    await c.insert({ _id: 'a' });
+    fs.rmSync(dir, { recursive: true });
+
+    await assert.rejects(c.insert({ _id: 'b' }), (error: unknown) => error instanceof DatabaseUnavailableError && /was deleted/.test(error.detail));
+    assert.deepEqual((await docsOf(store)).map((d) => d._id), ['a'], 'reads go on; the refused write is not shown');
+    assert.match(store.problem() ?? '', /cannot write: .*was the data directory removed/, '/health tells, and promises no retry');
+    assert.ok(logLines.some((line) => /ERROR .*writes are refused dir=/.test(line)), 'the log promises no retry either');
+
+    // A directory made again at the same place does not hold the log this process writes to.
+    fs.mkdirSync(dir);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await assert.rejects(c.insert({ _id: 'c' }), DatabaseUnavailableError);
   });
 });

@@ -22,8 +22,13 @@ export type Mutation =
   | { op: 'dropIndex'; collection: string; name: string }
   | { op: 'dropCollection'; collection: string };
 
-/** A mutation as logged: `seq` is its position in the store's total order. */
-export type LogRecord = Mutation & { seq: number };
+/**
+ * A mutation as logged: `seq` is its position in the store's total order.
+ * `more` marks every record of a write but its last, so that recovery applies
+ * a write whole or not at all: a crash can cut a batch's write() short after
+ * any line. (Records written before it existed each count as a whole write.)
+ */
+export type LogRecord = Mutation & { seq: number; more?: true };
 
 const CHECKSUMMED = /^([0-9a-f]{8}) /;
 
@@ -132,5 +137,7 @@ export function toLogRecord(value: unknown): LogRecord {
   const mutation = toMutation(value);
   const seq = (value as { seq?: unknown }).seq;
   if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) fail('no valid seq');
+  const more = (value as { more?: unknown }).more;
+  if (more !== undefined && more !== true) fail('invalid more');
   return mutation as LogRecord;
 }

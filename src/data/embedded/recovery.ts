@@ -5,9 +5,11 @@
  * detected rather than applied.
  *
  * Opening refuses a damaged store (StoreDamagedError, naming the place and
- * `perseid store repair`); only an incomplete last line, an append a crash cut
- * short and so never acknowledged, is cut off by itself. Repair reads the same
- * way but reports each damaged record and goes on, changing nothing on disk.
+ * `perseid store repair`); only what a crash cut short at the end of the log,
+ * and so never acknowledged, is cut off by itself: an incomplete last line,
+ * and the records of a last write that lack its final one (a write is applied
+ * whole or not at all). Repair reads the same way but reports each damaged
+ * record and goes on, changing nothing on disk.
  */
 import { basename } from 'node:path';
 import { rmSync, statSync } from 'node:fs';
@@ -16,7 +18,7 @@ import { listDataFiles, type DataFiles } from './files.js';
 import type { DamagedRecord, LogRecord, Mutation } from './records.js';
 import { readSnapshot, type LoadedSnapshot } from './snapshot.js';
 import { StoreDamagedError } from './store-errors.js';
-import { cutTornTail, readLog } from './wal.js';
+import { cutTornTail, cutUnfinishedWrite, readLog } from './wal.js';
 
 export interface Recovery {
   lastSeq: number;
@@ -51,6 +53,8 @@ class Replay {
   firstDamage: DamagedRecord | undefined;
   /** Damage was reported since the last record applied: a gap in seqs is its doing, not news. */
   private damagedSinceApplied = false;
+  /** The records so far of a write whose last record has not come yet. */
+  private readonly unfinished: UnfinishedRecord[] = [];
 
   constructor(
     private readonly covered: number,
@@ -68,31 +72,53 @@ class Replay {
     else this.firstDamage ??= damage;
   }
 
-  /** Applies one record; returns whether it was applied. */
-  record(file: string, record: LogRecord, line: number, text: () => string): boolean {
-    if (this.firstDamage || record.seq <= this.covered) return false;
-    if (record.seq <= this.lastSeq) {
-      this.damaged({ file, line, reason: `seq ${record.seq} after ${this.lastSeq}: out of order`, text: text() });
-      return false;
+  /** Takes one record; returns how many were applied (a write's records go in together, at its last). */
+  record(file: string, record: LogRecord, line: number, offset: number, text: () => string): number {
+    if (this.firstDamage || record.seq <= this.covered) return 0;
+    const previous = this.unfinished.at(-1)?.record.seq ?? this.lastSeq;
+    if (record.seq <= previous) {
+      this.damaged({ file, line, reason: `seq ${record.seq} after ${previous}: out of order`, text: text() });
+      return 0;
     }
-    if (record.seq !== this.lastSeq + 1) {
-      const from = this.lastSeq + 1;
+    if (record.seq !== previous + 1) {
+      const from = previous + 1;
       const missing = record.seq === from + 1 ? `record ${from} is missing` : `records ${from} to ${record.seq - 1} are missing`;
       const lost = this.unreadable.find((s) => s.seq >= from && s.seq < record.seq);
       const reason = lost ? `${missing}, and ${basename(lost.file)}, which held them, is unreadable (${lost.reason})` : missing;
       if (!this.damagedSinceApplied) this.damaged({ file, line, reason: `seq ${record.seq} where ${from} was expected: ${reason}`, text: '' });
-      if (this.firstDamage) return false;
+      if (this.firstDamage) return 0;
     }
-    try {
-      this.apply(record);
-    } catch (error) {
-      this.damaged({ file, line, reason: `cannot be applied: ${(error as Error).message}`, text: text() });
-      return false;
+    this.unfinished.push({ file, record, line, offset, text });
+    if (record.more) return 0;
+    let applied = 0;
+    for (const part of this.unfinished.splice(0)) {
+      try {
+        this.apply(part.record);
+      } catch (error) {
+        this.damaged({ file: part.file, line: part.line, reason: `cannot be applied: ${(error as Error).message}`, text: part.text() });
+        if (this.firstDamage) break;
+        continue;
+      }
+      this.lastSeq = part.record.seq;
+      this.damagedSinceApplied = false;
+      applied += 1;
     }
-    this.lastSeq = record.seq;
-    this.damagedSinceApplied = false;
-    return true;
+    return applied;
   }
+
+  /** Drops the records of a write whose last record never came; returns where the first is. */
+  dropUnfinished(): UnfinishedRecord | undefined {
+    return this.unfinished.splice(0)[0];
+  }
+}
+
+interface UnfinishedRecord {
+  file: string;
+  record: LogRecord;
+  line: number;
+  /** Where its line starts in the file. */
+  offset: number;
+  text: () => string;
 }
 
 interface UnreadableSnapshot {
@@ -152,9 +178,9 @@ export function recover(dir: string, apply: (mutation: Mutation) => void, log: L
     const scan = readLog(
       path,
       tornTailAllowed,
-      (record, line) => {
+      (record, line, offset) => {
         lastLine = line;
-        if (replay.record(path, record, line, () => JSON.stringify(record))) records += 1;
+        records += replay.record(path, record, line, offset, () => JSON.stringify(record));
       },
       (damage) => {
         lastLine = damage.line;
@@ -162,12 +188,20 @@ export function recover(dir: string, apply: (mutation: Mutation) => void, log: L
         replay.damaged(damage);
       },
     );
+    const unfinished = replay.dropUnfinished();
+    if (unfinished && !tornTailAllowed) {
+      replay.damaged({ file: path, line: unfinished.line, reason: 'the records of a write end before its last one, and a later log has records', text: unfinished.text() });
+    }
     const damage = replay.firstDamage;
     if (damage) {
       const lastLineDamaged = damage === lineDamage && damage.line === lastLine && !scan.tornTail && i === logs.length - 1;
       throw new StoreDamagedError(dir, describe(damage, lastLineDamaged));
     }
-    if (scan.tornTail) {
+    if (unfinished && tornTailAllowed) {
+      // A crash cut the batch's write() short: the write was never acknowledged, and goes whole.
+      if (repairing) replay.damaged({ file: path, line: unfinished.line, reason: 'the first record of a write a crash cut short (never acknowledged)', text: unfinished.text() });
+      else if (!readOnly) cutUnfinishedWrite(path, unfinished.offset, unfinished.line, log);
+    } else if (scan.tornTail) {
       if (repairing) replay.damaged({ file: path, line: scan.tornTail.line, reason: 'incomplete last line (an append cut short by a crash, never acknowledged)', text: '' });
       else if (!readOnly) cutTornTail(path, scan, log);
     }

@@ -10,6 +10,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { getHeapStatistics } from 'node:v8';
 import { createLogger } from '../../log.js';
 import type { DocumentChange } from '../change-source.js';
 import { DatabaseUnavailableError, type StorageDriver } from '../driver.js';
@@ -24,6 +25,8 @@ import { WriteAheadLog } from './wal.js';
 
 const log = createLogger('embedded-store');
 const DEFAULT_COMPACT_THRESHOLD_BYTES = 64 * 1024 * 1024;
+/** Past this share of the heap limit, warn: a store that outgrows the heap stops the process, then every start. */
+const HEAP_WARNING_SHARE = 0.5;
 
 export interface EmbeddedStoreOptions {
   /** The data directory; created if missing. */
@@ -115,6 +118,7 @@ export class EmbeddedStore implements StorageDriver {
     });
     const { collections, documents } = this.stats();
     log.info('opened', { dir: this.dir, collections, documents, lastSeq: this.seq, ms: Math.round(performance.now() - started) });
+    this.checkHeap();
   }
 
   collection(name: string): EmbeddedCollection {
@@ -143,7 +147,7 @@ export class EmbeddedStore implements StorageDriver {
   /** Why the store cannot take writes now (shown by /health), or undefined when it can. */
   problem(): string | undefined {
     const failure = this.wal.failed;
-    return failure && `the embedded store cannot write (it retries by itself): ${failure.detail}`;
+    return failure && `the embedded store cannot write${this.retryNote()}: ${failure.detail}`;
   }
 
   /** Writes a snapshot and deletes the log it covers (also done automatically as the log grows). */
@@ -177,7 +181,11 @@ export class EmbeddedStore implements StorageDriver {
   private assertWritable(): void {
     this.assertOpen();
     const failure = this.wal.failed;
-    if (failure) throw new DatabaseUnavailableError(`the embedded store at ${this.dir} cannot write now (it retries by itself): ${failure.detail}`, failure);
+    if (failure) throw new DatabaseUnavailableError(`the embedded store at ${this.dir} cannot write now${this.retryNote()}: ${failure.detail}`, failure);
+  }
+
+  private retryNote(): string {
+    return this.wal.retrying ? ' (it retries by itself)' : '';
   }
 
   /** Numbers applied mutations and queues them for the next log batch; resolves with the write's token. */
@@ -189,9 +197,9 @@ export class EmbeddedStore implements StorageDriver {
     }
     let text = '';
     const events: DocumentChange[] = [];
-    for (const entry of entries) {
+    for (const [i, entry] of entries.entries()) {
       const seq = ++this.seq;
-      text += encodeLine({ seq, ...entry.mutation });
+      text += encodeLine(i < entries.length - 1 ? { seq, ...entry.mutation, more: true } : { seq, ...entry.mutation });
       const event = changeEvent(seq, entry);
       if (event) events.push(event);
     }
@@ -213,7 +221,8 @@ export class EmbeddedStore implements StorageDriver {
 
   /** A batch failed, and with it every write not yet logged: undo them all. */
   private onFailed(error: DatabaseUnavailableError): void {
-    log.error('a write to the log failed: writes are refused until the disk takes them again', { dir: this.dir, error: error.detail });
+    const until = this.wal.retrying ? ' until the disk takes them again' : '';
+    log.error(`a write to the log failed: writes are refused${until}`, { dir: this.dir, error: error.detail });
     this.undoUnlogged();
   }
 
@@ -236,5 +245,17 @@ export class EmbeddedStore implements StorageDriver {
     this.snapshotBytes = await compactFiles(this.dir, seq, images, this.generation);
     this.compactions += 1;
     log.info('compacted', { dir: this.dir, seq, bytes: this.snapshotBytes, ms: Math.round(performance.now() - started) });
+    this.checkHeap();
+  }
+
+  /** Checked on opening and after each compaction (every 64 MiB of log by default), so the warning comes before the crash. */
+  private checkHeap(): void {
+    const { used_heap_size: used, heap_size_limit: limit } = getHeapStatistics();
+    if (used <= limit * HEAP_WARNING_SHARE) return;
+    const mib = (bytes: number): number => Math.round(bytes / (1 << 20));
+    log.warn(
+      'more than half of the heap is in use, and the embedded store keeps every document in memory: past the limit the server stops with an out-of-memory error, at every start too. Raise the limit (NODE_OPTIONS=--max-old-space-size=<MiB>) or move to MongoDB (MONGO_URL)',
+      { dir: this.dir, heapUsedMiB: mib(used), heapLimitMiB: mib(limit), documents: this.stats().documents },
+    );
   }
 }

@@ -13,7 +13,9 @@
  * append queued behind it, since those were computed on top of it; the file is
  * cut back to where the batch began, so no part of a failed write can come
  * back after a restart. Appends are then refused at once, and a probe retries
- * the disk every `retryMs` until writes work again.
+ * the disk every `retryMs` until writes work again. A log file deleted from
+ * under the process (its data directory removed) fails every batch for good:
+ * writes to it would be acknowledged and lost.
  */
 import { closeSync, fdatasync, fstatSync, ftruncateSync, openSync, rmSync, truncateSync, write, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -27,6 +29,7 @@ const writeAsync = promisify(write);
 const fdatasyncAsync = promisify(fdatasync);
 const PROBE_MIN_BYTES = 4096;
 const PROBE_MAX_BYTES = 1 << 20;
+const DELETED = 'the file was deleted while the server ran (was the data directory removed?); what was logged before is only in memory now, and lost on restart';
 
 interface Group<P> {
   text: string[];
@@ -80,6 +83,11 @@ export class WriteAheadLog<P> {
   /** Set while writes fail: appends are refused until the probe finds the disk writable again. */
   get failed(): DatabaseUnavailableError | undefined {
     return this.failure;
+  }
+
+  /** Whether a probe is checking for the disk to take writes again (not when the file was deleted). */
+  get retrying(): boolean {
+    return this.probe !== undefined;
   }
 
   /** Queues `text` (whole lines) for the next batch; resolves once the batch is in the file. */
@@ -169,6 +177,8 @@ export class WriteAheadLog<P> {
         offset += this.options.fsync ? (await writeAsync(this.fd, data, offset, data.length - offset)).bytesWritten : writeSync(this.fd, data, offset, data.length - offset);
       }
       if (this.options.fsync && data.length > 0) await fdatasyncAsync(this.fd);
+      // Writes to a file deleted from under us (the data directory removed) succeed and are lost at exit.
+      if (data.length > 0 && this.deleted()) throw new Error(DELETED);
       this.bytes += data.length;
       return undefined;
     } catch (error) {
@@ -190,10 +200,15 @@ export class WriteAheadLog<P> {
     }
   }
 
+  /** The log file is no longer in any directory: what is written to it is lost when the process exits. */
+  private deleted(): boolean {
+    return fstatSync(this.fd).nlink === 0;
+  }
+
   private fail(error: DatabaseUnavailableError): void {
     this.failure = error;
+    if (!this.deleted()) this.probe ??= setInterval(() => this.tryResume(), this.options.retryMs ?? 1000).unref();
     this.options.onFailed(error);
-    this.probe ??= setInterval(() => this.tryResume(), this.options.retryMs ?? 1000).unref();
   }
 
   /** Writes as much as the failed batch did to a scratch file; if that works, so may the log. */
@@ -239,11 +254,15 @@ export interface LogScan {
 export function readLog(
   path: string,
   tornTailAllowed: boolean,
-  onRecord: (record: LogRecord, lineNo: number) => void,
+  /** `offset`: where the record's line starts in the file. */
+  onRecord: (record: LogRecord, lineNo: number, offset: number) => void,
   onDamaged: (damage: DamagedRecord) => void,
 ): LogScan {
   const reader = new LineReader();
-  const scan = readLines(path, (line, lineNo) => {
+  let offset = 0;
+  const scan = readLines(path, (line, lineNo, endOffset) => {
+    const start = offset;
+    offset = endOffset;
     let record: LogRecord;
     try {
       record = toLogRecord(reader.read(line));
@@ -252,7 +271,7 @@ export function readLog(
       onDamaged({ file: path, line: lineNo, reason: error.message, text: line });
       return;
     }
-    onRecord(record, lineNo);
+    onRecord(record, lineNo, start);
   });
   const { completeBytes } = scan;
   if (scan.tail === undefined) return { completeBytes, tornTail: undefined };
@@ -260,6 +279,12 @@ export function readLog(
   if (tornTailAllowed) return { completeBytes, tornTail };
   onDamaged({ file: path, line: tornTail.line, reason: 'incomplete line, and a later log has records', text: scan.tail });
   return { completeBytes, tornTail: undefined };
+}
+
+/** Cuts off the records of a last write that a crash cut short, from its first record's line (at `offset`) on. */
+export function cutUnfinishedWrite(path: string, offset: number, line: number, log: Logger): void {
+  truncateSync(path, offset);
+  log.warn('cut off the records of a write a crash cut short at the end of the write-ahead log (never acknowledged; a write is applied whole or not at all)', { file: path, line });
 }
 
 /** Cuts an interrupted last append off a log. */
