@@ -286,6 +286,14 @@ describe('embedded store: indexes', () => {
     assert.deepEqual(await ids(store, q({ u: { $in: [1, 2] } })), [1, 2]);
     await c.update({ g: 1 }, { $inc: { u: 1 } }, { multi: true }); // keys move within the batch
     assert.deepEqual((await c.find(q())).docs.map((doc) => doc.u), [2, 3]);
+    // One document that cannot take the modifier: the error names it, and none of the others changed.
+    await c.insert({ _id: 3, u: 'three', g: 1 });
+    await assert.rejects(c.update({ g: 1 }, { $inc: { u: 1 }, $set: { seen: true } }, { multi: true }), /to document 3: Cannot apply \$inc to field 'u' of non-numeric type string/);
+    assert.deepEqual((await c.find(q())).docs.map((doc) => [doc.u, doc.seen]), [[2, undefined], [3, undefined], ['three', undefined]]);
+    // One modifier for all of them: applied to each (and a no-op one changes nothing).
+    await c.update({ g: 1 }, { $set: { g: 1 } }, { multi: true });
+    await c.update({ _id: { $in: [1, 2] } }, { $set: { seen: true } }, { multi: true });
+    assert.deepEqual((await c.find(q())).docs.map((doc) => doc.seen), [true, true, undefined]);
   });
 
   it('keys missing fields as null unless sparse', async () => {

@@ -15,7 +15,7 @@ import { Context } from 'mingo/core';
 import * as projectionOperators from 'mingo/operators/projection';
 import * as queryOperators from 'mingo/operators/query';
 import { Query } from 'mingo/query';
-import { update } from 'mingo/updater';
+import { update, updateMany } from 'mingo/updater';
 import type { Document } from './types.js';
 
 /** The query operators a page refuses. */
@@ -44,4 +44,8 @@ export function mingoProject(doc: Document, projection: Document): Document {
 
 export function mingoUpdate(doc: Document, operators: Document, selector?: Document): string[] {
   return update(doc, operators, undefined, selector, { queryOptions: options });
+}
+
+export function mingoUpdateAll(docs: Document[], operators: Document): void {
+  updateMany(docs, {}, operators, {}, options);
 }

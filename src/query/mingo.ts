@@ -6,6 +6,7 @@
  * aggregation ones that would triple the client's bundle.
  */
 import { find, Query, update } from 'mingo';
+import { updateMany } from 'mingo/updater';
 import type { Document } from './types.js';
 
 /** A compiled selector. */
@@ -21,4 +22,9 @@ export function mingoProject(doc: Document, projection: Document): Document {
 /** Applies update operators to `doc` in place; returns the changed paths. `selector` resolves positional paths. */
 export function mingoUpdate(doc: Document, operators: Document, selector?: Document): string[] {
   return update(doc, operators, undefined, selector);
+}
+
+/** Applies the same update operators to every document of `docs` in place, with one operator context for them all. */
+export function mingoUpdateAll(docs: Document[], operators: Document): void {
+  updateMany(docs, {}, operators);
 }

@@ -5,7 +5,7 @@
  */
 import { EJSON } from '../ddp/ejson.js';
 import type { Document } from './types.js';
-import { mingoUpdate } from './mingo.js';
+import { mingoUpdate, mingoUpdateAll } from './mingo.js';
 import { isOperatorObject, isPlainObject } from './values.js';
 
 const OPERATORS = new Set([
@@ -193,6 +193,26 @@ export function applyModifier(doc: Document, modifier: Modifier, context: ApplyC
       cause: error,
     });
   }
+}
+
+/**
+ * The new versions of `docs` (each one itself when the modifier changes nothing), as `applyModifier` gives them.
+ * Where every document gets the same operators, one mingo update runs them all: mingo builds its operator
+ * context per call (about 30 µs), which made a multi update of 10,000 documents hold the event loop for 0.6 s.
+ */
+export function applyModifierToAll(docs: Document[], modifier: Modifier, context: ApplyContext): Document[] {
+  const perDocument = () => docs.map((doc) => applyModifier(doc, modifier, context));
+  if (docs.length < 2 || modifier.kind === 'replace' || modifier.positional || context.inserting || '$addToSet' in modifier.ops) return perDocument();
+  const { $setOnInsert: _notInserting, ...ops } = modifier.ops;
+  if (Object.values(ops).some((args) => Object.keys(args).some((path) => path === '_id' || path.startsWith('_id.')))) return perDocument();
+  const next = docs.map((doc) => EJSON.clone(doc));
+  try {
+    for (const doc of next) checkTargets(doc, ops);
+    mingoUpdateAll(next, ops);
+  } catch {
+    return perDocument(); // which names the document the update cannot apply to
+  }
+  return next.map((doc, i) => (EJSON.equals(doc, docs[i]!, { keyOrderSensitive: true }) ? docs[i]! : doc));
 }
 
 /** The `field: value` and `field: {$eq: value}` conditions of a selector, including those inside `$and`. */

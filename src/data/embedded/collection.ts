@@ -22,7 +22,7 @@ import type { ChangeOp } from '../change-source.js';
 import { DuplicateKeyError, type CollectionDriver, type IndexDescription, type QueryPlan, type QueryResult, type WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange, type IndexSpec } from './indexes.js';
-import { applyModifier, assertValidDocument, buildUpsert, parseModifier } from '../../query/modifier.js';
+import { applyModifierToAll, assertValidDocument, buildUpsert, parseModifier } from '../../query/modifier.js';
 import { assertLoggable, type Mutation } from './records.js';
 import type { CollectionImage } from './snapshot.js';
 import { isOperatorObject } from '../../query/values.js';
@@ -189,10 +189,10 @@ export class EmbeddedCollection implements CollectionDriver {
     }
     // All new versions are computed and checked before any is applied: a multi update is all or nothing.
     const changed: IndexedChange[] = [];
-    for (const doc of targets) {
-      const next = applyModifier(doc, parsed, { selector, inserting: false });
-      if (next !== doc) changed.push({ id: idStringify(doc._id), doc: next });
-    }
+    const nexts = applyModifierToAll(targets, parsed, { selector, inserting: false });
+    targets.forEach((doc, i) => {
+      if (nexts[i] !== doc) changed.push({ id: idStringify(doc._id), doc: nexts[i]! });
+    });
     this.indexes.check(changed);
     const token = await this.write(changed.map(({ doc }) => this.put(doc)));
     return { numberAffected: targets.length, token };
