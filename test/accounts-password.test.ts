@@ -479,6 +479,21 @@ describe('accounts: options', () => {
     }
   });
 
+  it("puts links under http://localhost:<the port it listens on> without siteUrl or ROOT_URL, as Meteor's", async () => {
+    const sent: AccountsEmail[] = [];
+    const rootUrl = process.env.ROOT_URL;
+    delete process.env.ROOT_URL;
+    const t = await accountsServer(opened.database, { mailer: (m) => void sent.push(m), defaultRateLimit: false });
+    try {
+      const id = await t.accounts.createUser({ username: 'porty', email: 'porty@example.com' });
+      const token = await t.accounts.sendResetPasswordEmail(id);
+      assert.deepEqual(sent.map((m) => m.url), [`http://localhost:${new URL(t.url).port}/#/reset-password/${token}`]);
+    } finally {
+      if (rootUrl !== undefined) process.env.ROOT_URL = rootUrl;
+      await t.close();
+    }
+  });
+
   it('sends e-mails over SMTP (nodemailer) when given an SMTP URL', async () => {
     const received: string[] = [];
     const smtp = new SMTPServer({

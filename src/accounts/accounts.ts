@@ -54,7 +54,7 @@ export interface AccountsOptions {
   sendVerificationEmail?: boolean;
   /** Meteor's default rule: 5 calls per 10 s per connection to login, createUser, resetPassword, forgotPassword (default true). */
   defaultRateLimit?: boolean;
-  /** The app's URL, for the links in e-mails (default ROOT_URL, else http://localhost:3000). */
+  /** The app's URL, for the links in e-mails (default ROOT_URL, else http://localhost:<the port the server listens on>, as Meteor's). */
   siteUrl?: string;
   /** The links in e-mails, as Meteor's `Accounts.urls` (default `<siteUrl>/#/reset-password/<token>`, `#/enroll-account/`, `#/verify-email/`). */
   urls?: EmailTokenSettings['urls'];
@@ -97,6 +97,12 @@ type Hook<T, R = unknown> = (value: T) => R | Promise<R>;
 
 const LOGIN_METHODS = ['login', 'createUser', 'resetPassword', 'forgotPassword'];
 
+/** The port the server listens on, once it does. */
+function listeningPort(server: PerseidServer): number | undefined {
+  const address = server.httpServer.address();
+  return typeof address === 'object' && address !== null ? address.port : undefined;
+}
+
 export class Accounts {
   readonly users: Collection<User>;
   readonly tokens: ResumeTokens;
@@ -131,7 +137,7 @@ export class Accounts {
     this.passwordPattern = passwordPattern(options.passwordMaxLength ?? 256);
     const mailUrl = options.mailUrl ?? process.env.MAIL_URL;
     this.emailTokens = new EmailTokens(this.users, {
-      siteUrl: options.siteUrl ?? process.env.ROOT_URL ?? 'http://localhost:3000',
+      siteUrl: () => options.siteUrl ?? process.env.ROOT_URL ?? `http://localhost:${listeningPort(server) ?? 3000}`,
       urls: options.urls,
       from: options.emailFrom ?? 'Accounts <no-reply@localhost>',
       resetDays: options.passwordResetTokenExpirationInDays ?? 3,

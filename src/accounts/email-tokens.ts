@@ -14,7 +14,8 @@ import type { EmailToken, User } from './users.js';
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 export interface EmailTokenSettings {
-  siteUrl: string;
+  /** Read at each mail: by default it names the port the server listens on, known only once it does. */
+  siteUrl: () => string;
   /** The app's own links (Meteor's `Accounts.urls`), for those it does not want under `#/`. */
   urls?: Partial<Record<EmailKind, (token: string) => string>>;
   from: string;
@@ -45,7 +46,7 @@ export class EmailTokens {
   }
 
   private async send(kind: EmailKind, user: User, to: string, token: string): Promise<string> {
-    const url = this.settings.urls?.[kind]?.(token) ?? `${this.settings.siteUrl.replace(/\/$/, '')}/#/${PATHS[kind]}/${token}`;
+    const url = this.settings.urls?.[kind]?.(token) ?? `${this.settings.siteUrl().replace(/\/$/, '')}/#/${PATHS[kind]}/${token}`;
     const greeting = user.username ? `Hello ${user.username},` : 'Hello,';
     const { subject, text } = TEMPLATES[kind];
     await this.settings.mailer({ to, from: this.settings.from, subject, text: `${greeting}\n\n${text}\n\n${url}\n\nThanks.\n`, kind, url });

@@ -129,7 +129,8 @@ export async function loadAppModule(path: string): Promise<AppSetup> {
   // Node's own warnings about the module format (several lines each) become our one line saying what to do.
   const printers = process.listeners('warning');
   const filter = (warning: Error) => {
-    if (warning.message.startsWith('To load an ES module')) return; // it fails next, and says so
+    // Node 20's and Node 24's warnings before an ES module fails to load as CommonJS: it fails next, and says so.
+    if (/^(To load an ES module|Failed to load the ES module)/.test(warning.message)) return;
     const typeless = typelessPackage(warning);
     if (typeless) createLogger('perseid').warn(typeless);
     else for (const print of printers) print(warning);

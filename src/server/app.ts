@@ -31,6 +31,7 @@ import type { DdpSocket } from '../transport/socket.js';
 import type { DDPVersion } from '../ddp/messages.js';
 import type { ConnectionHandle } from './connection-handle.js';
 import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from './http.js';
+import { checkServerOptionNames } from './option-names.js';
 import { apm, type SessionFigures } from '../metrics/apm.js';
 import type { PublicationStrategy } from './merge-box.js';
 import { runDispatchHooks, type DispatchEvent, type DispatchHook } from './dispatch-hooks.js';
@@ -171,6 +172,7 @@ export class PerseidServer implements SessionServer {
   private readonly connectionRefusals: RefusalLog;
 
   constructor(options: ServerOptions = {}) {
+    checkServerOptionNames(options);
     this.log = options.logger ?? createLogger('server');
     this.role = options.role ?? 'all';
     if (!SERVER_ROLES.includes(this.role)) throw new Error(`role must be one of ${SERVER_ROLES.join(', ')} (got ${String(options.role)})`);
