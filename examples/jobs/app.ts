@@ -1,4 +1,4 @@
-// examples/jobs/app.ts — run with: npx perseid start dist/examples/jobs/app.js
+// examples/jobs/app.ts: from a clone of Perseid, npx perseid start dist/examples/jobs/app.js; in an app of your own, save it as app.ts and npx perseid start app.ts
 import { Collection, DDPError, type PerseidServer } from 'perseid';
 
 const Reports = new Collection<{ day: string; at: Date }>('reports');
