@@ -86,7 +86,11 @@ describe('a new app from the packed tarball', () => {
     }
     const again = spawnSync(process.execPath, [join(installed, 'perseid', 'dist', 'src', 'cli', 'main.js'), 'create', join(work, 'chat-app')], { encoding: 'utf8' });
     assert.equal(again.status, 1);
-    assert.match(again.stderr, /chat-app already exists and is not an empty directory: choose a new name/);
+    assert.match(again.stderr, /chat-app already exists and is not an empty directory: choose a new name, e\.g\. perseid create \S+chat-app-2\n/);
+    // From inside it, the suggestion is a sibling, not `.-2`.
+    const here = spawnSync(process.execPath, [join(installed, 'perseid', 'dist', 'src', 'cli', 'main.js'), 'create', '.'], { encoding: 'utf8', cwd: join(work, 'chat-app') });
+    assert.equal(here.status, 1);
+    assert.match(here.stderr, /^perseid create: \. already exists and is not an empty directory: choose a new name, e\.g\. perseid create \.\.\/chat-app-2\n$/);
   });
 
   it('npm create perseid without a directory names the app my-perseid-app, options given or not', () => {

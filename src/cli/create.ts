@@ -5,7 +5,7 @@
  * `test` scripts are all it needs.
  */
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { basename, isAbsolute, join, relative, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { onePositional, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { StartupError } from './startup-error.js';
@@ -87,7 +87,10 @@ export async function runCreate(parsed: Parsed): Promise<number> {
   if (!(TEMPLATE_NAMES as readonly string[]).includes(template)) throw new UsageError(`--template must be one of ${TEMPLATE_NAMES.join(', ')} (got ${template})`);
   const target = resolve(dir);
   if (existsSync(target) && (!statSync(target).isDirectory() || readdirSync(target).length > 0)) {
-    throw new StartupError(`${dir} already exists and is not an empty directory: choose a new name, e.g. perseid create ${shellWord(`${dir}-2`)}`);
+    // A suggestion next to the directory, named after it: `.-2` (from `perseid create .`) would be no name at all.
+    const sibling = join(dirname(target), `${basename(target)}-2`);
+    const suggestion = isAbsolute(dir) ? sibling : relative(process.cwd(), sibling);
+    throw new StartupError(`${dir} already exists and is not an empty directory: choose a new name, e.g. perseid create ${shellWord(suggestion)}`);
   }
   const name = packageName(dir);
   const spec = perseidSpec(parsed.values.perseid as string | undefined);
