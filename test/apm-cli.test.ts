@@ -7,6 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,5 +92,37 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
     const unknownSetting = await perseid(['start', 'dist/examples/tasks/app.js', '--port', '0'], { PERSEID_APM: 'maybe' });
     assert.equal(unknownSetting.code, 2);
     assert.match(unknownSetting.stderr, /^perseid start: PERSEID_APM must be on or off \(got maybe\)\n/);
+  });
+});
+
+describe('perseid top, advise and capacity against a server that is not this Perseid', () => {
+  let site: Server;
+  let url = '';
+
+  before(async () => {
+    // A web server whose page answers every path (a single-page app's fallback), and a Perseid of
+    // an earlier release, whose dashboard had no traffic row nor servers table yet.
+    site = createServer((req, res) => {
+      if (req.url?.startsWith('/old/perseid/dashboard.json')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ at: Date.now(), processes: [], methods: [], publications: [], traces: [], errors: [], advice: [], capacity: {} }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<!doctype html><title>Shop</title>');
+    });
+    await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+  });
+
+  after(() => new Promise<void>((resolve) => site.close(() => resolve())));
+
+  it('says in one line that the answer is not the figures it reads, with no stack trace', async () => {
+    for (const args of [['top', '--once', '--url', url], ['advise', '--url', url], ['capacity', '--sessions', '100', '--url', url], ['top', '--once', '--url', `${url}/old`]]) {
+      const run = await perseid(args);
+      assert.equal(run.code, 1, args.join(' '));
+      assert.match(run.stderr, /^perseid (top|advise|capacity): http:\/\/127\.0\.0\.1:\d+\/perseid\/\S+ did not answer the figures this perseid reads: is it a Perseid server, of this version \(use the perseid the server runs\)\?\n$/, args.join(' '));
+      assert.equal(run.stdout, '', args.join(' '));
+    }
   });
 });

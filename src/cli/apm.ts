@@ -48,7 +48,15 @@ export const capacityCommand: CommandSpec = {
   details: 'Measure under real traffic (or `perseid load`): with no session open there is nothing to divide by.',
 };
 
-async function fetchJson<T>(parsed: Parsed, path: string): Promise<T> {
+/** Whether an answer has what a command reads; a server of another version (or not Perseid at all) may lack it. */
+type Expected = (body: unknown) => boolean;
+
+const objectWith = (...keys: string[]): Expected => (body) => typeof body === 'object' && body !== null && !Array.isArray(body) && keys.every((k) => k in body);
+const dashboardFields = objectWith('at', 'processes', 'servers', 'traffic', 'methods', 'publications', 'liveQueries', 'traces', 'errors', 'advice', 'capacity');
+const capacityFields = objectWith('sessions', 'users', 'processes', 'cpuPer100Sessions', 'eventLoopHeadroomPercent', 'lagP99Ms');
+const adviceFields: Expected = (body) => Array.isArray(body) && body.every((a) => objectWith('line', 'reason', 'shapes')(a));
+
+async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): Promise<T> {
   const base = String(parsed.values.url).replace(/\/+$/, '');
   let url: URL;
   try {
@@ -68,7 +76,14 @@ async function fetchJson<T>(parsed: Parsed, path: string): Promise<T> {
   if (res.status === 403) throw new StartupError(`${url.origin} answers its operational endpoints to loopback only: run this on the server's machine, or set PERSEID_ADMIN_TOKEN on both sides`);
   if (res.status === 404) throw new StartupError(`${url.origin}${path} is not found: is it a Perseid server (with --admin-port, use that port)?`);
   if (!res.ok) throw new StartupError(`${url.origin}${path} answered ${res.status}: ${(await res.text()).trim()}`);
-  return (await res.json()) as T;
+  let body: unknown;
+  try {
+    body = JSON.parse(await res.text());
+  } catch {
+    body = undefined;
+  }
+  if (!expected(body)) throw new StartupError(`${url.origin}${path} did not answer the figures this perseid reads: is it a Perseid server, of this version (use the perseid the server runs)?`);
+  return body as T;
 }
 
 const f = (v: number | null | undefined, digits = 1) => (v === null || v === undefined || Number.isNaN(v) ? '–' : v.toFixed(digits));
@@ -158,7 +173,7 @@ export function topScreen(v: DashboardView): string {
 export async function runTop(parsed: Parsed): Promise<number> {
   const interval = integerOption(parsed.values, 'interval', 200, 3600000)!;
   for (;;) {
-    const view = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json');
+    const view = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json', dashboardFields);
     if (parsed.values.json) process.stdout.write(JSON.stringify(view) + '\n');
     else process.stdout.write((process.stdout.isTTY && !parsed.values.once ? '\x1b[2J\x1b[H' : '') + topScreen(view) + '\n');
     if (parsed.values.once) return 0;
@@ -167,7 +182,7 @@ export async function runTop(parsed: Parsed): Promise<number> {
 }
 
 export async function runAdvise(parsed: Parsed): Promise<number> {
-  const advice = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice');
+  const advice = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice', adviceFields);
   process.stdout.write((parsed.values.json ? JSON.stringify(advice, null, 2) : adviceLines(advice).join('\n')) + '\n');
   return 0;
 }
@@ -180,7 +195,7 @@ export async function runCapacity(parsed: Parsed): Promise<number> {
   query.set('cpu', String(cpu));
   if (parsed.values.memory !== undefined) query.set('memory', String(integerOption(parsed.values, 'memory', 1, 1e9)));
   if (parsed.values.sessions === undefined) query.delete('cpu');
-  const report = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`);
+  const report = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`, capacityFields);
   process.stdout.write((parsed.values.json ? JSON.stringify(report, null, 2) : capacityLines(report).join('\n')) + '\n');
   return 0;
 }
