@@ -133,7 +133,7 @@ export function adviceLines(advice: IndexAdvice[]): string[] {
 
 export function topScreen(v: DashboardView): string {
   const out: string[] = [`perseid top · ${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
-  out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker === 'primary' ? 'primary' : p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
+  out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'delay max ms (1 min)', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker === 'primary' ? 'primary' : p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(p.lagMax), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
   if (v.servers.length) {
     out.push('', 'Servers');
     out.push(...table(['server', 'sessions', 'CPU %', 'delay ms', 'RSS MB', 'methods/s', 'p95 ms'], v.servers.map((s) => [s.server, s.sessions, f(s.cpuPercent), f(s.lagMs), f(s.memoryMb, 0), f(s.methodsPerSec), f(s.methodP95Ms)])));

@@ -65,6 +65,8 @@ export interface HistoryPoint {
   rssMb: number;
   heapMb: number;
   lagP99: number;
+  /** The longest event-loop delay over the interval, ms: a stall is one delay among a couple of hundred, under the p99. */
+  lagMax: number;
   gcMs: number;
   sessions: number;
   /** Per second over the sample's interval. */
@@ -324,6 +326,7 @@ export class Apm {
       rssMb: sample.rssMb,
       heapMb: sample.heapUsedMb,
       lagP99: sample.lagP99,
+      lagMax: sample.lagMax,
       gcMs: Object.values(sample.gcMs).reduce((a, b) => a + b, 0),
       sessions: figures.sessions,
       methodsPerSec: this.intervalMethods.count / (SAMPLE_MS / 1000),
