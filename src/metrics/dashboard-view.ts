@@ -5,7 +5,7 @@
  * points summed over workers, traces and errors merged, with index advice and
  * capacity.
  */
-import { adviceFor, capacityFor, type ApmReport, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
+import { adviceFor, capacityFor, longestDelayLastMinute, type ApmReport, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
 import { mergeShapes, type IndexAdvice } from './advisor.js';
 import type { CapacityReport, CapacityTarget } from './capacity.js';
 import type { ErrorRecord } from './error-store.js';
@@ -229,7 +229,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       rssMb: r.process.rssMb,
       heapMb: r.process.heapUsedMb,
       lagP99: r.process.lagP99,
-      lagMax: Math.max(r.process.lagMax, ...r.history.filter((p) => p.t > r.at - 60_000).map((p) => p.lagMax)),
+      lagMax: longestDelayLastMinute(r.history, r.at, r.process.lagMax),
       utilization: r.process.utilization,
       gcMs: Object.values(r.process.gcMs).reduce((a, b) => a + b, 0),
       sessions: r.sessions.sessions,
@@ -246,7 +246,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       rssMb: primary.rssMb,
       heapMb: primary.heapUsedMb,
       lagP99: primary.lagP99,
-      lagMax: primary.lagMax,
+      lagMax: primary.lagMaxLastMinute,
       utilization: primary.utilization,
       gcMs: Object.values(primary.gcMs).reduce((a, b) => a + b, 0),
       sessions: 0,
