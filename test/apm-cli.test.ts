@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -116,6 +116,21 @@ describe('perseid top, advise and capacity against a server that is not this Per
   });
 
   after(() => new Promise<void>((resolve) => site.close(() => resolve())));
+
+  it('says a server that takes the connection and does not answer is up but busy, not unreachable', { timeout: 20000 }, async () => {
+    // What a server whose event loop is blocked looks like from outside: the kernel accepts, nothing answers.
+    const held: Socket[] = [];
+    const silent = createTcpServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const run = await perseid(['top', '--once', '--url', `http://127.0.0.1:${(silent.address() as AddressInfo).port}`]);
+      assert.equal(run.code, 1);
+      assert.match(run.stderr, /^perseid top: http:\/\/127\.0\.0\.1:\d+ did not answer in 10 s: the server is up but busy \(its event loop blocked\?\), or it is not a Perseid server\n$/);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
 
   it('says in one line that the answer is not the figures it reads, with no stack trace', async () => {
     for (const args of [['top', '--once', '--url', url], ['advise', '--url', url], ['capacity', '--sessions', '100', '--url', url], ['top', '--once', '--url', `${url}/old`]]) {

@@ -48,6 +48,9 @@ export const capacityCommand: CommandSpec = {
   details: 'Measure under real traffic (or `perseid load`): with no session open there is nothing to divide by.',
 };
 
+/** How long a command waits for the server's answer. */
+const ANSWER_MS = 10_000;
+
 /** Whether an answer has what a command reads; a server of another version (or not Perseid at all) may lack it. */
 type Expected = (body: unknown) => boolean;
 
@@ -67,8 +70,10 @@ async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): P
   const token = parsed.values.token as string | undefined;
   let res: Response;
   try {
-    res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(10000) });
+    res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(ANSWER_MS) });
   } catch (error) {
+    // Reached but silent is not down: during an incident, a blocked event loop answers nothing.
+    if ((error as Error).name === 'TimeoutError') throw new StartupError(`${url.origin} did not answer in ${ANSWER_MS / 1000} s: the server is up but busy (its event loop blocked?), or it is not a Perseid server`);
     const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
     throw new StartupError(`cannot reach ${url.origin} (${cause}): is the server running there? (--url)`);
   }
