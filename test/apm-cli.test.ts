@@ -13,8 +13,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { CLI, startPerseid, type PerseidProcess } from './processes.js';
-import { RawPeer } from './helpers.js';
+import { CLI, eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { RawPeer, startServer } from './helpers.js';
+import { topScreen } from '../src/cli/apm.js';
+import type { DashboardView } from '../src/metrics/dashboard-view.js';
 import { freePort } from '../scripts/services/process.js';
 
 
@@ -138,6 +140,28 @@ describe('perseid top, advise and capacity against a server that is not this Per
       assert.equal(run.code, 1, args.join(' '));
       assert.match(run.stderr, /^perseid (top|advise|capacity): http:\/\/127\.0\.0\.1:\d+\/perseid\/\S+ did not answer the figures this perseid reads: is it a Perseid server, of this version \(use the perseid the server runs\)\?\n$/, args.join(' '));
       assert.equal(run.stdout, '', args.join(' '));
+    }
+  });
+});
+
+describe('perseid top on a job that fails every run', () => {
+  it('prints the job\'s last error beside its failed runs, as the dashboard does', async () => {
+    const t = await startServer(async (server, { database }) => {
+      server.jobs.define('nightly-export', () => {
+        throw new Error('export bucket is gone');
+      });
+      await server.jobs.start({ database, pollMs: 50 });
+    });
+    try {
+      await t.server.jobs.enqueue('nightly-export');
+      let screen = '';
+      await eventually(async () => {
+        screen = topScreen((await (await fetch(`${t.url}/perseid/dashboard.json`)).json()) as DashboardView);
+        return / 1 +1 /.test(screen.split('\n').find((l) => l.startsWith('nightly-export')) ?? '');
+      }, 'the failed run in perseid top', 10000);
+      assert.match(screen, /^Jobs\njob +runs +failed +avg ms +next run +last error\nnightly-export +1 +1 +\d+ +– +export bucket is gone$/m, screen);
+    } finally {
+      await t.close();
     }
   });
 });

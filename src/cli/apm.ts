@@ -167,10 +167,10 @@ export function topScreen(v: DashboardView): string {
   }
   out.push('', 'Index advice', ...adviceLines(v.advice).slice(0, 9).map((l) => `  ${l}`));
   out.push('', 'Capacity', ...capacityLines(v.capacity).map((l) => `  ${l}`));
-  const jobs = v.jobs as { jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; nextRunAt?: string }> } | undefined;
+  const jobs = v.jobs as { jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; nextRunAt?: string; lastError?: string }> } | undefined;
   if (jobs?.jobs?.length) {
     out.push('', 'Jobs');
-    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'next run'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.nextRunAt ?? '–'])));
+    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'next run', 'last error'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.nextRunAt ?? '–', j.lastError ?? ''])));
   }
   return out.join('\n');
 }
