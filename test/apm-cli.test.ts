@@ -7,12 +7,16 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { CLI, startPerseid, type PerseidProcess } from './processes.js';
-import { RawPeer } from './helpers.js';
+import { CLI, eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { RawPeer, startServer } from './helpers.js';
+import { topScreen } from '../src/cli/apm.js';
+import type { DashboardView } from '../src/metrics/dashboard-view.js';
 import { freePort } from '../scripts/services/process.js';
 
 
@@ -90,5 +94,74 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
     const unknownSetting = await perseid(['start', 'dist/examples/tasks/app.js', '--port', '0'], { PERSEID_APM: 'maybe' });
     assert.equal(unknownSetting.code, 2);
     assert.match(unknownSetting.stderr, /^perseid start: PERSEID_APM must be on or off \(got maybe\)\n/);
+  });
+});
+
+describe('perseid top, advise and capacity against a server that is not this Perseid', () => {
+  let site: Server;
+  let url = '';
+
+  before(async () => {
+    // A web server whose page answers every path (a single-page app's fallback), and a Perseid of
+    // an earlier release, whose dashboard had no traffic row nor servers table yet.
+    site = createServer((req, res) => {
+      if (req.url?.startsWith('/old/perseid/dashboard.json')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ at: Date.now(), processes: [], methods: [], publications: [], traces: [], errors: [], advice: [], capacity: {} }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<!doctype html><title>Shop</title>');
+    });
+    await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+  });
+
+  after(() => new Promise<void>((resolve) => site.close(() => resolve())));
+
+  it('says a server that takes the connection and does not answer is up but busy, not unreachable', { timeout: 20000 }, async () => {
+    // What a server whose event loop is blocked looks like from outside: the kernel accepts, nothing answers.
+    const held: Socket[] = [];
+    const silent = createTcpServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const run = await perseid(['top', '--once', '--url', `http://127.0.0.1:${(silent.address() as AddressInfo).port}`]);
+      assert.equal(run.code, 1);
+      assert.match(run.stderr, /^perseid top: http:\/\/127\.0\.0\.1:\d+ did not answer in 10 s: the server is up but busy \(its event loop blocked\?\), or it is not a Perseid server\n$/);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
+
+  it('says in one line that the answer is not the figures it reads, with no stack trace', async () => {
+    for (const args of [['top', '--once', '--url', url], ['advise', '--url', url], ['capacity', '--sessions', '100', '--url', url], ['top', '--once', '--url', `${url}/old`]]) {
+      const run = await perseid(args);
+      assert.equal(run.code, 1, args.join(' '));
+      assert.match(run.stderr, /^perseid (top|advise|capacity): http:\/\/127\.0\.0\.1:\d+\/perseid\/\S+ did not answer the figures this perseid reads: is it a Perseid server, of this version \(use the perseid the server runs\)\?\n$/, args.join(' '));
+      assert.equal(run.stdout, '', args.join(' '));
+    }
+  });
+});
+
+describe('perseid top on a job that fails every run', () => {
+  it('prints the job\'s last error beside its failed runs, as the dashboard does', async () => {
+    const t = await startServer(async (server, { database }) => {
+      server.jobs.define('nightly-export', () => {
+        throw new Error('export bucket is gone');
+      });
+      await server.jobs.start({ database, pollMs: 50 });
+    });
+    try {
+      await t.server.jobs.enqueue('nightly-export');
+      let screen = '';
+      await eventually(async () => {
+        screen = topScreen((await (await fetch(`${t.url}/perseid/dashboard.json`)).json()) as DashboardView);
+        return / 1 +1 /.test(screen.split('\n').find((l) => l.startsWith('nightly-export')) ?? '');
+      }, 'the failed run in perseid top', 10000);
+      assert.match(screen, /^Jobs\njob +runs +failed +avg ms +next run +last error\nnightly-export +1 +1 +\d+ +– +export bucket is gone$/m, screen);
+    } finally {
+      await t.close();
+    }
   });
 });

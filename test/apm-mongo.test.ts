@@ -14,6 +14,7 @@ import { serviceUrl } from '../scripts/services/control.js';
 import { adviceLines } from '../src/cli/apm.js';
 import { Collection } from '../src/collections/collection.js';
 import { openDatabase, type Database } from '../src/collections/database.js';
+import { JOBS_COLLECTION, RunHistory } from '../src/jobs/history.js';
 import { apm } from '../src/metrics/apm.js';
 import { adviceFor } from '../src/metrics/apm.js';
 import { freshDatabase } from './databases.js';
@@ -61,6 +62,19 @@ for (const [name, url] of Object.entries(servers)) {
       assert.doesNotMatch(adviceLines([advice]).join('\n'), /\d docs examined\/s/);
       await orders.createIndexAsync({ owner: 1, at: -1 });
       assert.deepEqual(await advise(), []);
+    });
+
+    it('advises no index for the reads of the jobs\' runs the dashboard makes: the engine\'s own index serves them', { skip: name !== 'ferretdb' && 'only FerretDB explains' }, async () => {
+      database ??= await openDatabase({ mongoUrl: target!.url, changeSource: 'poll' });
+      const history = new RunHistory(database);
+      await history.ensureIndexes();
+      for (let i = 0; i < 5; i++) await history.addScheduled('export', new Date(Date.UTC(2026, 0, 1, 0, i)), 0);
+      apm.reset();
+      // What the dashboard and perseid top read every refresh: each job's latest runs, newest first.
+      assert.equal((await history.latestOfEach(['export'], 100)).length, 5);
+      const shape = () => apm.report().database.shapes.find((s) => s.collection === JOBS_COLLECTION && s.shape.key === '{job: eq} sort {createdAt: -1}');
+      await eventually(() => shape()?.plan !== undefined, 'the shape to be explained once');
+      assert.deepEqual((await adviceFor(await apm.snapshot())).filter((a) => a.collection === JOBS_COLLECTION).map((a) => a.line), []);
     });
 
     it('advises dropping an index a longer one covers, but not a TTL index, nor in favour of a sparse one', async () => {

@@ -37,7 +37,7 @@ describe('the metrics reference page', () => {
       const empty = { counts: [], count: 0, sum: 0, max: 0 };
       report.database.commands.push({ name: 'find', count: 0, failures: 0, time: empty });
       // And those of a balancer's or a primary's: every server's summary, the primary's own process.
-      const extra = { servers: [{ server: 'a', sessions: 0, cpuPercent: 0, lagMs: 0, memoryMb: 0, methodsPerSec: 0, methodP95Ms: 0 }], primary: { pid: 1, ...apm.processFigures() } };
+      const extra = { servers: [{ server: 'a', sessions: 0, cpuPercent: 0, lagMs: 0, memoryMb: 0, methodsPerSec: 0, methodP95Ms: 0 }], primary: apm.ownFigures() };
       for (const [name, type] of families(await prometheusText([report], extra))) served.set(name, type);
       const page = readFileSync(new URL('../../docs/reference/metrics.md', import.meta.url), 'utf8');
       const listed = new Map([...page.matchAll(/^\| `(perseid_\w+)` \| (\w+) \|/gm)].map((m) => [m[1]!, m[2]!]));

@@ -18,7 +18,9 @@ import { RedisRateLimitStore } from '../src/rate-limit/rate-limit-redis.js';
 import { rateLimiter, RateLimiter } from '../src/rate-limit/index.js';
 import { STORE_DEADLINE_MS } from '../src/rate-limit/rate-limiter.js';
 import { redisClient } from '../src/redis-client.js';
-import type { Logger } from '../src/log.js';
+import { setLogLevel, setLogSink, type Logger } from '../src/log.js';
+import SimpleDDP from 'simpleddp';
+import WebSocket from 'ws';
 import { rateLimitMetrics } from '../src/rate-limit/rate-limit-metrics.js';
 import { needsServices } from './skips.js';
 import { RawPeer, startServer, type Message, type TestServer } from './helpers.js';
@@ -221,6 +223,30 @@ describe('rate limits on the wire', () => {
     assert.deepEqual([await from('2001:db8:1:2::1'), await from('2001:db8:1:2::2')], ['done', 'done']);
     assert.equal(await from('2001:db8:1:2:aaaa::3'), 'too-many-requests');
     assert.equal(await from('2001:db8:1:3::1'), 'done', 'another /64 is another client');
+  });
+
+  it('names the refused client in a warning once a minute: the metrics and the dashboard say which call, not who', async () => {
+    const t = await startServer((server) => {
+      server.methods({ flood: () => 'done' });
+      rateLimiter(server, { store: new MemoryRateLimitStore() }).addRule({ type: 'method', name: 'flood' }, 2, 60000);
+    });
+    servers.push(t);
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('warn');
+    const client = new SimpleDDP({ endpoint: t.wsUrl, SocketConstructor: WebSocket, reconnectInterval: 100 });
+    try {
+      await client.connect();
+      const answers = await Promise.all(Array.from({ length: 10 }, () => client.call('flood').then(() => 'done', (e: { error: string }) => e.error)));
+      assert.deepEqual(answers.filter((a) => a === 'too-many-requests').length, 8);
+    } finally {
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      await client.disconnect();
+    }
+    const refusals = lines.filter((l) => l.includes('rate limit'));
+    assert.equal(refusals.length, 1, refusals.join('\n'));
+    assert.match(refusals[0]!, /WARN +\[\S*rate-limit\] refusing calls over a rate limit \(.*\) method=flood address=127\.0\.0\.1 connection=\S+ refused=1$/);
   });
 
   it('counts in this process while the Redis store cannot be reached, and counts the failures', async () => {

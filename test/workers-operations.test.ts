@@ -76,7 +76,13 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
   });
 
   it('the dashboard lists each query shape once, summed over the workers, as it lists methods', async () => {
-    const view = (await (await asked('/perseid/dashboard.json')).json()) as { shapes: Array<{ collection: string; shape: string; ops: number }> };
+    const view = (await (await asked('/perseid/dashboard.json')).json()) as {
+      shapes: Array<{ collection: string; shape: string; ops: number }>;
+      processes: Array<{ worker: string; lagP99: number; lagMax: number }>;
+    };
+    // Each worker's and the primary's longest event-loop delay of the minute, which the p99 cannot be above.
+    assert.deepEqual(view.processes.map((p) => p.worker).sort(), ['1', '2', 'primary']);
+    for (const p of view.processes) assert.ok(p.lagMax >= p.lagP99, JSON.stringify(p));
     const keys = view.shapes.map((s) => `${s.collection} ${s.shape}`);
     assert.deepEqual(keys, [...new Set(keys)], 'a shape repeated');
     const notes = view.shapes.filter((s) => s.collection === 'notes');

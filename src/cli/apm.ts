@@ -48,7 +48,18 @@ export const capacityCommand: CommandSpec = {
   details: 'Measure under real traffic (or `perseid load`): with no session open there is nothing to divide by.',
 };
 
-async function fetchJson<T>(parsed: Parsed, path: string): Promise<T> {
+/** How long a command waits for the server's answer. */
+const ANSWER_MS = 10_000;
+
+/** Whether an answer has what a command reads; a server of another version (or not Perseid at all) may lack it. */
+type Expected = (body: unknown) => boolean;
+
+const objectWith = (...keys: string[]): Expected => (body) => typeof body === 'object' && body !== null && !Array.isArray(body) && keys.every((k) => k in body);
+const dashboardFields = objectWith('at', 'processes', 'servers', 'traffic', 'methods', 'publications', 'liveQueries', 'traces', 'errors', 'advice', 'capacity');
+const capacityFields = objectWith('sessions', 'users', 'processes', 'cpuPer100Sessions', 'eventLoopHeadroomPercent', 'lagP99Ms');
+const adviceFields: Expected = (body) => Array.isArray(body) && body.every((a) => objectWith('line', 'reason', 'shapes')(a));
+
+async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): Promise<T> {
   const base = String(parsed.values.url).replace(/\/+$/, '');
   let url: URL;
   try {
@@ -59,8 +70,10 @@ async function fetchJson<T>(parsed: Parsed, path: string): Promise<T> {
   const token = parsed.values.token as string | undefined;
   let res: Response;
   try {
-    res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(10000) });
+    res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(ANSWER_MS) });
   } catch (error) {
+    // Reached but silent is not down: during an incident, a blocked event loop answers nothing.
+    if ((error as Error).name === 'TimeoutError') throw new StartupError(`${url.origin} did not answer in ${ANSWER_MS / 1000} s: the server is up but busy (its event loop blocked?), or it is not a Perseid server`);
     const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
     throw new StartupError(`cannot reach ${url.origin} (${cause}): is the server running there? (--url)`);
   }
@@ -68,7 +81,14 @@ async function fetchJson<T>(parsed: Parsed, path: string): Promise<T> {
   if (res.status === 403) throw new StartupError(`${url.origin} answers its operational endpoints to loopback only: run this on the server's machine, or set PERSEID_ADMIN_TOKEN on both sides`);
   if (res.status === 404) throw new StartupError(`${url.origin}${path} is not found: is it a Perseid server (with --admin-port, use that port)?`);
   if (!res.ok) throw new StartupError(`${url.origin}${path} answered ${res.status}: ${(await res.text()).trim()}`);
-  return (await res.json()) as T;
+  let body: unknown;
+  try {
+    body = JSON.parse(await res.text());
+  } catch {
+    body = undefined;
+  }
+  if (!expected(body)) throw new StartupError(`${url.origin}${path} did not answer the figures this perseid reads: is it a Perseid server, of this version (use the perseid the server runs)?`);
+  return body as T;
 }
 
 const f = (v: number | null | undefined, digits = 1) => (v === null || v === undefined || Number.isNaN(v) ? '–' : v.toFixed(digits));
@@ -118,7 +138,7 @@ export function adviceLines(advice: IndexAdvice[]): string[] {
 
 export function topScreen(v: DashboardView): string {
   const out: string[] = [`perseid top · ${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
-  out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker === 'primary' ? 'primary' : p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
+  out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'delay max ms (1 min)', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker === 'primary' ? 'primary' : p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(p.lagMax), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
   if (v.servers.length) {
     out.push('', 'Servers');
     out.push(...table(['server', 'sessions', 'CPU %', 'delay ms', 'RSS MB', 'methods/s', 'p95 ms'], v.servers.map((s) => [s.server, s.sessions, f(s.cpuPercent), f(s.lagMs), f(s.memoryMb, 0), f(s.methodsPerSec), f(s.methodP95Ms)])));
@@ -147,10 +167,10 @@ export function topScreen(v: DashboardView): string {
   }
   out.push('', 'Index advice', ...adviceLines(v.advice).slice(0, 9).map((l) => `  ${l}`));
   out.push('', 'Capacity', ...capacityLines(v.capacity).map((l) => `  ${l}`));
-  const jobs = v.jobs as { jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; nextRunAt?: string }> } | undefined;
+  const jobs = v.jobs as { jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; nextRunAt?: string; lastError?: string }> } | undefined;
   if (jobs?.jobs?.length) {
     out.push('', 'Jobs');
-    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'next run'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.nextRunAt ?? '–'])));
+    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'next run', 'last error'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.nextRunAt ?? '–', j.lastError ?? ''])));
   }
   return out.join('\n');
 }
@@ -158,7 +178,7 @@ export function topScreen(v: DashboardView): string {
 export async function runTop(parsed: Parsed): Promise<number> {
   const interval = integerOption(parsed.values, 'interval', 200, 3600000)!;
   for (;;) {
-    const view = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json');
+    const view = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json', dashboardFields);
     if (parsed.values.json) process.stdout.write(JSON.stringify(view) + '\n');
     else process.stdout.write((process.stdout.isTTY && !parsed.values.once ? '\x1b[2J\x1b[H' : '') + topScreen(view) + '\n');
     if (parsed.values.once) return 0;
@@ -167,7 +187,7 @@ export async function runTop(parsed: Parsed): Promise<number> {
 }
 
 export async function runAdvise(parsed: Parsed): Promise<number> {
-  const advice = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice');
+  const advice = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice', adviceFields);
   process.stdout.write((parsed.values.json ? JSON.stringify(advice, null, 2) : adviceLines(advice).join('\n')) + '\n');
   return 0;
 }
@@ -180,7 +200,7 @@ export async function runCapacity(parsed: Parsed): Promise<number> {
   query.set('cpu', String(cpu));
   if (parsed.values.memory !== undefined) query.set('memory', String(integerOption(parsed.values, 'memory', 1, 1e9)));
   if (parsed.values.sessions === undefined) query.delete('cpu');
-  const report = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`);
+  const report = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`, capacityFields);
   process.stdout.write((parsed.values.json ? JSON.stringify(report, null, 2) : capacityLines(report).join('\n')) + '\n');
   return 0;
 }

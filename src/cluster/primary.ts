@@ -196,7 +196,7 @@ export class Primary {
   /** The APM figures of every ready worker, so one scrape of the primary covers the machine. */
   private async workersApm(): Promise<ApmSnapshot> {
     const merged = mergeSnapshots((await this.fromWorkers<ApmSnapshot>('/perseid/apm', 'APM figures')).map((a) => a.figures));
-    merged.primary = { pid: process.pid, ...apm.processFigures() };
+    merged.primary = apm.ownFigures();
     // Its workers, then (in a cluster) every server of it as the cluster's registry has them.
     merged.servers = [...this.pool.ready.map((w) => serverSummary(`worker-${w.id}`, w.load)), ...(this.router?.serverSummaries() ?? [])];
     return merged;

@@ -65,7 +65,8 @@ export class RunHistory {
 
   async ensureIndexes(): Promise<void> {
     await this.runs.createIndexAsync({ status: 1, runAt: 1 });
-    await this.runs.createIndexAsync({ job: 1, finishedAt: -1 });
+    // A job's latest runs, newest first: what the dashboard and perseid top read at every refresh.
+    await this.runs.createIndexAsync({ job: 1, createdAt: -1 });
   }
 
   /** Records a scheduled run as queued; false when it exists already (another process made it first). */

@@ -56,7 +56,12 @@ export interface ServerSummary {
 }
 
 /** A process's own figures without its calls (a workers' primary runs no app code). */
-export type ProcessFigures = ApmReport['process'] & { pid: number };
+export type ProcessFigures = ApmReport['process'] & { pid: number; lagMaxLastMinute: number };
+
+/** The longest event-loop delay of a process's samples of the last minute before `at` (and its latest), ms. */
+export function longestDelayLastMinute(history: readonly HistoryPoint[], at: number, latest: number): number {
+  return Math.max(latest, ...history.filter((p) => p.t > at - 60_000).map((p) => p.lagMax));
+}
 
 /** One point of the dashboard's charts. */
 export interface HistoryPoint {
@@ -65,6 +70,8 @@ export interface HistoryPoint {
   rssMb: number;
   heapMb: number;
   lagP99: number;
+  /** The longest event-loop delay over the interval, ms: a stall is one delay among a couple of hundred, under the p99. */
+  lagMax: number;
   gcMs: number;
   sessions: number;
   /** Per second over the sample's interval. */
@@ -324,6 +331,7 @@ export class Apm {
       rssMb: sample.rssMb,
       heapMb: sample.heapUsedMb,
       lagP99: sample.lagP99,
+      lagMax: sample.lagMax,
       gcMs: Object.values(sample.gcMs).reduce((a, b) => a + b, 0),
       sessions: figures.sessions,
       methodsPerSec: this.intervalMethods.count / (SAMPLE_MS / 1000),
@@ -367,6 +375,12 @@ export class Apm {
       eventLoopDelay: this.process.eventLoopDelay.data(),
       gc,
     };
+  }
+
+  /** This process's own figures, as a workers' primary shows them beside its workers'. */
+  ownFigures(): ProcessFigures {
+    const figures = this.processFigures();
+    return { pid: process.pid, ...figures, lagMaxLastMinute: longestDelayLastMinute(this.history, Date.now(), figures.lagMax) };
   }
 
   /** Everything this process knows. */

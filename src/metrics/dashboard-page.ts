@@ -78,7 +78,7 @@ async function refresh() {
   chart('c-ready', 'Sub ready p95 (ms) and documents read by live queries (/s)', [{ label: 'ready p95 ms', value: (p) => p.readyP95 }, { label: 'docs read/s', value: (p) => p.docsReadPerSec, scale: 'y2' }]);
   chart('c-cpu', 'CPU (% of a core) and sessions', [{ label: 'CPU %', value: (p) => p.cpu }, { label: 'sessions', value: (p) => p.sessions, scale: 'y2' }]);
   chart('c-memory', 'Memory (MB)', [{ label: 'RSS', value: (p) => p.rssMb }, { label: 'heap used', value: (p) => p.heapMb }]);
-  chart('c-loop', 'Event loop delay p99 and GC pauses (ms per sample)', [{ label: 'delay p99', value: (p) => p.lagP99 }, { label: 'GC', value: (p) => p.gcMs }]);
+  chart('c-loop', 'Event loop delay p99 and max, GC pauses (ms per sample)', [{ label: 'delay p99', value: (p) => p.lagP99 }, { label: 'delay max', value: (p) => p.lagMax }, { label: 'GC', value: (p) => p.gcMs }]);
   table('t-methods', ['method', 'calls', 'errors', 'calls/s', 'p50 ms', 'p95 ms', 'p99 ms', 'wait', 'db', 'async', 'compute', 'waitedOn'],
     v.methods.map((m) => [m.name, m.calls, m.errors, fmt(m.rate, 2), fmt(m.p50), fmt(m.p95), fmt(m.p99), fmt(m.breakdown.wait), fmt(m.breakdown.db), fmt(m.breakdown.async), fmt(m.breakdown.compute), fmt(m.breakdown.waitedOn)]));
   table('t-pubs', ['publication', 'subs', 'active', 'errors', 'subs/s', 'ready p50 ms', 'ready p95 ms', 'initial docs', 'initial KB', 'live docs', 'live KB', 'observer reuse'],
@@ -106,8 +106,8 @@ async function refresh() {
   if (jobs && jobs.jobs) table('t-jobs', ['job', 'runs', 'succeeded', 'failed', 'running', 'queued', 'avg ms', 'last run', 'next run', 'last error'],
     jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running, j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastError || '']));
   else $('t-jobs').replaceChildren(el('p', { className: 'none' }, jobs && jobs.error ? 'jobs: ' + jobs.error : 'no jobs engine in this process'));
-  table('t-processes', ['worker', 'pid', 'CPU %', 'RSS MB', 'heap MB', 'loop delay p99 ms', 'loop busy', 'GC ms', 'sessions'],
-    v.processes.map((p) => [p.worker ?? '–', p.pid, fmt(p.cpu), fmt(p.rssMb, 0), fmt(p.heapMb, 0), fmt(p.lagP99), fmt(100 * p.utilization, 0) + ' %', fmt(p.gcMs), p.sessions]));
+  table('t-processes', ['worker', 'pid', 'CPU %', 'RSS MB', 'heap MB', 'loop delay p99 ms', 'loop delay max ms (1 min)', 'loop busy', 'GC ms', 'sessions'],
+    v.processes.map((p) => [p.worker ?? '–', p.pid, fmt(p.cpu), fmt(p.rssMb, 0), fmt(p.heapMb, 0), fmt(p.lagP99), fmt(p.lagMax), fmt(100 * p.utilization, 0) + ' %', fmt(p.gcMs), p.sessions]));
   if (v.servers.length) table('t-servers', ['server', 'sessions', 'CPU %', 'loop delay ms', 'RSS MB', 'methods/s', 'method p95 ms'],
     v.servers.map((s) => [s.server, s.sessions, fmt(s.cpuPercent), fmt(s.lagMs), fmt(s.memoryMb, 0), fmt(s.methodsPerSec, 1), fmt(s.methodP95Ms)]));
   else $('t-servers').replaceChildren(el('p', { className: 'none' }, 'not a cluster balancer or a workers\' primary'));

@@ -5,7 +5,7 @@
  * points summed over workers, traces and errors merged, with index advice and
  * capacity.
  */
-import { adviceFor, capacityFor, type ApmReport, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
+import { adviceFor, capacityFor, longestDelayLastMinute, type ApmReport, type ApmSnapshot, type HistoryPoint, type ServerSummary } from './apm.js';
 import { mergeShapes, type IndexAdvice } from './advisor.js';
 import type { CapacityReport, CapacityTarget } from './capacity.js';
 import type { ErrorRecord } from './error-store.js';
@@ -51,6 +51,8 @@ export interface ProcessRow {
   rssMb: number;
   heapMb: number;
   lagP99: number;
+  /** The longest event-loop delay of the last minute, ms (a stall every few seconds never reaches the p99). */
+  lagMax: number;
   utilization: number;
   gcMs: number;
   sessions: number;
@@ -120,6 +122,7 @@ function mergeHistory(histories: HistoryPoint[][]): HistoryPoint[] {
       rssMb: sum((p) => p.rssMb),
       heapMb: sum((p) => p.heapMb),
       lagP99: max((p) => p.lagP99),
+      lagMax: max((p) => p.lagMax),
       gcMs: sum((p) => p.gcMs),
       sessions: sum((p) => p.sessions),
       methodsPerSec: sum((p) => p.methodsPerSec),
@@ -226,6 +229,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       rssMb: r.process.rssMb,
       heapMb: r.process.heapUsedMb,
       lagP99: r.process.lagP99,
+      lagMax: longestDelayLastMinute(r.history, r.at, r.process.lagMax),
       utilization: r.process.utilization,
       gcMs: Object.values(r.process.gcMs).reduce((a, b) => a + b, 0),
       sessions: r.sessions.sessions,
@@ -242,6 +246,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
       rssMb: primary.rssMb,
       heapMb: primary.heapUsedMb,
       lagP99: primary.lagP99,
+      lagMax: primary.lagMaxLastMinute,
       utilization: primary.utilization,
       gcMs: Object.values(primary.gcMs).reduce((a, b) => a + b, 0),
       sessions: 0,

@@ -12,6 +12,7 @@ import { createHash } from 'node:crypto';
 import { DDPError, defineError } from '../ddp/errors.js';
 import { reasonOf } from '../failure-log.js';
 import { createLogger, type Logger } from '../log.js';
+import { RefusalLog } from '../refusal-log.js';
 import { addressGroup } from '../server/address-group.js';
 import type { DispatchEvent } from '../server/dispatch-hooks.js';
 import { MemoryRateLimitStore } from './rate-limit-memory.js';
@@ -121,6 +122,8 @@ export class RateLimiter {
   /** Counts while the store cannot be reached: this process's own limits rather than none. */
   private readonly fallback = new MemoryRateLimitStore();
   private readonly log: Logger;
+  /** Who is refused, once a minute: the metrics and the dashboard's errors say which call, not which client. */
+  private readonly refusals: RefusalLog;
   private message: ErrorMessage = defaultMessage;
   /** Since when the store has been failing (logged once when it starts and once when it works again). */
   private storeDownSince: number | undefined;
@@ -128,6 +131,7 @@ export class RateLimiter {
   constructor(options: RateLimiterOptions) {
     this.store = options.store;
     this.log = options.logger ?? createLogger('rate-limit');
+    this.refusals = new RefusalLog(this.log, 'refusing calls over a rate limit (refused: how many since the last line, the one named among them)');
   }
 
   /**
@@ -214,6 +218,7 @@ export class RateLimiter {
     });
     if (reply.allowed) return reply;
     rateLimitMetrics.refused.inc();
+    this.refusals.refusedOne({ [input.type]: input.name, address: input.clientAddress, user: input.userId ?? undefined, connection: input.connectionId });
     const message = decidingRule?.message ?? this.message;
     return { ...reply, message: typeof message === 'function' ? message(reply) : message };
   }
