@@ -109,6 +109,8 @@ function checkTargets(doc: Document, ops: Record<string, Document>): void {
   }
 }
 
+const isIdPath = (path: string): boolean => path === '_id' || path.startsWith('_id.');
+
 /**
  * The operators to run on `doc`: `$setOnInsert` joins `$set` only when
  * inserting, and `$set: {_id}` is dropped when it keeps the id. Any other
@@ -125,7 +127,7 @@ function effectiveOperators(doc: Document, ops: Record<string, Document>, insert
   }
   for (const [op, args] of Object.entries(out)) {
     for (const path of Object.keys(args)) {
-      if (path !== '_id' && !path.startsWith('_id.')) continue;
+      if (!isIdPath(path)) continue;
       if (op !== '$set' || path !== '_id' || !EJSON.equals(args[path], doc._id)) throw new Error(MOD_ON_ID);
       const { _id: _kept, ...others } = args;
       out[op] = others;
@@ -203,8 +205,9 @@ export function applyModifier(doc: Document, modifier: Modifier, context: ApplyC
 export function applyModifierToAll(docs: Document[], modifier: Modifier, context: ApplyContext): Document[] {
   const perDocument = () => docs.map((doc) => applyModifier(doc, modifier, context));
   if (docs.length < 2 || modifier.kind === 'replace' || modifier.positional || context.inserting || '$addToSet' in modifier.ops) return perDocument();
-  const { $setOnInsert: _notInserting, ...ops } = modifier.ops;
-  if (Object.values(ops).some((args) => Object.keys(args).some((path) => path === '_id' || path.startsWith('_id.')))) return perDocument();
+  // Only a path on _id makes the operators depend on the document (see effectiveOperators).
+  if (Object.values(modifier.ops).some((args) => Object.keys(args).some(isIdPath))) return perDocument();
+  const ops = effectiveOperators(docs[0]!, modifier.ops, false);
   const next = docs.map((doc) => EJSON.clone(doc));
   try {
     for (const doc of next) checkTargets(doc, ops);
