@@ -7,6 +7,7 @@
 import { accessSync, constants, statSync, type Stats } from 'node:fs';
 import { createServer, isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
+import { withDeadline } from '../deadline.js';
 import { redactedUrl } from '../log.js';
 import { StartupError } from './startup-error.js';
 
@@ -135,18 +136,13 @@ export async function checkRedis(url: string, timeoutMs: number): Promise<void> 
   let last = 'no answer';
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: timeoutMs, retryStrategy: () => 200 });
   redis.on('error', (error: Error) => void (last = error.message));
-  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([
-      redis.connect().then(() => redis.ping()),
-      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(last)), timeoutMs))),
-    ]);
+    await withDeadline(redis.connect().then(() => redis.ping()), timeoutMs, () => new Error(last));
   } catch (error) {
     // The connection's own error (ECONNREFUSED, ENOTFOUND) says more than the rejection ("Connection is closed").
     const reason = (last !== 'no answer' ? last : (error as Error).message).replace(/\.$/, '');
     throw new StartupError(`cannot reach Redis at ${redactedUrl(url)} within ${timeoutMs} ms (${reason}): start it, or fix REDIS_URL`);
   } finally {
-    clearTimeout(timer);
     redis.disconnect();
   }
 }

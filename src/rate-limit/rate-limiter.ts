@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { DDPError, defineError } from '../ddp/errors.js';
+import { withDeadline } from '../deadline.js';
 import { reasonOf } from '../failure-log.js';
 import { createLogger, type Logger } from '../log.js';
 import { RefusalLog } from '../refusal-log.js';
@@ -62,19 +63,6 @@ interface Rule extends RuleWindow {
  * and then closed (Redis behind a proxy whose backend is down) it neither answers nor fails it.
  */
 export const STORE_DEADLINE_MS = 5000;
-
-/** `hits`, or a rejection once `ms` have passed without them. */
-async function withinDeadline<T>(hits: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([hits, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 const defaultMessage = (reply: RateLimitReply): string => TOO_MANY_REQUESTS({ seconds: Math.ceil(reply.timeToReset / 1000) }).reason!;
 
@@ -191,7 +179,7 @@ export class RateLimiter {
     const count = (store: RateLimitStore) => Promise.all(matched.map((rule) => store.hit(rule, bucketOf(rule, input), now)));
     let hits;
     try {
-      hits = await withinDeadline(count(this.store), STORE_DEADLINE_MS);
+      hits = await withDeadline(count(this.store), STORE_DEADLINE_MS, () => new Error(`no answer within ${STORE_DEADLINE_MS} ms`));
       this.storeWorks(now);
     } catch (error) {
       this.storeFailed(error);

@@ -12,6 +12,7 @@
  * hold a cursor restart on the new client from where they were (onReplaced).
  */
 import { MongoError, MongoNetworkError, MongoNotConnectedError, MongoServerClosedError, MongoServerSelectionError, MongoTopologyClosedError, type Collection, type Db, type MongoClient } from 'mongodb';
+import { withDeadline } from '../../deadline.js';
 import type { Logger } from '../../log.js';
 import { dataMetrics } from '../data-metrics.js';
 import { DatabaseUnavailableError } from '../driver.js';
@@ -31,16 +32,8 @@ export function isUnavailable(error: unknown): boolean {
 }
 
 /** Rejects with a DatabaseUnavailableError when `operation` has no answer within `ms` (the driver has no deadline for a connection that went silent). */
-export async function withDeadline<T>(operation: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DatabaseUnavailableError(`MongoDB gave no answer within ${ms} ms (the operation's outcome is unknown)`)), ms);
-  });
-  try {
-    return await Promise.race([operation, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
+function answeredWithin<T>(operation: Promise<T>, ms: number): Promise<T> {
+  return withDeadline(operation, ms, () => new DatabaseUnavailableError(`MongoDB gave no answer within ${ms} ms (the operation's outcome is unknown)`));
 }
 
 export interface ClientHolderOptions {
@@ -111,7 +104,7 @@ export class ClientHolder {
     const client = this.current;
     const started = Date.now();
     try {
-      const result = await withDeadline(operation(), this.options.operationTimeoutMs);
+      const result = await answeredWithin(operation(), this.options.operationTimeoutMs);
       this.succeeded(client);
       return result;
     } catch (error) {
@@ -155,7 +148,7 @@ export class ClientHolder {
     let fresh: MongoClient | undefined;
     try {
       fresh = await this.options.connect(ms);
-      await withDeadline(fresh.db().command({ ping: 1 }), ms);
+      await answeredWithin(fresh.db().command({ ping: 1 }), ms);
     } catch {
       // The database is down for everyone: the current client is not to blame. Try again later.
       await fresh?.close().catch(() => undefined);
@@ -163,7 +156,7 @@ export class ClientHolder {
       return;
     }
     // Given the same time, a current client that is merely slow to notice the server is back answers too: keep it.
-    const currentAnswers = await withDeadline(current.db().command({ ping: 1 }), ms).then(
+    const currentAnswers = await answeredWithin(current.db().command({ ping: 1 }), ms).then(
       () => true,
       () => false,
     );
