@@ -1,6 +1,6 @@
 /** Command-line parsing shared by every `perseid` command: options, environment fallbacks, help. */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { closest, distance } from 'fastest-levenshtein';
+import { nearestName } from '../nearest-name.js';
 
 export interface OptionSpec {
   type: 'string' | 'boolean';
@@ -100,10 +100,7 @@ function negativeValuesJoined(argv: readonly string[], specs: Record<string, Opt
 
 /** The flag meant by a mistyped one, when one is close enough to be a likely typo. */
 export function nearestFlag(given: string, flags: readonly string[]): string | undefined {
-  const bare = given.replace(/^-+/, '').split('=')[0]!;
-  if (flags.length === 0 || bare === '') return undefined;
-  const best = closest(bare, [...flags]);
-  return distance(bare, best) <= Math.max(2, Math.floor(bare.length / 3)) || best.startsWith(bare) ? best : undefined;
+  return nearestName(given.replace(/^-+/, '').split('=')[0]!, flags);
 }
 
 /** node:util's messages, said our way: an unknown flag names the nearest real one. */

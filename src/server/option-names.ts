@@ -3,7 +3,7 @@
  * misspelt or guessed one (`port`, `dataDir`, `heartbeatIntervall`) was dropped
  * without a word and the server ran with the default.
  */
-import { closest, distance } from 'fastest-levenshtein';
+import { nearestName } from '../nearest-name.js';
 import type { ServerOptions } from './app.js';
 
 // A record, not a list, so the compiler fails when ServerOptions gains or loses an option this does not.
@@ -45,8 +45,7 @@ export function checkServerOptionNames(options: object): void {
   const names = Object.keys(KNOWN);
   const unknown = Object.keys(options).find((key) => !Object.hasOwn(KNOWN, key));
   if (unknown === undefined) return;
-  const best = closest(unknown, names);
-  const near = distance(unknown.toLowerCase(), best.toLowerCase()) <= 2 ? best : undefined;
+  const near = nearestName(unknown, names);
   const hint = ELSEWHERE[unknown] ?? (near ? `did you mean ${near}?` : `the options are ${names.join(', ')}`);
   throw new TypeError(`createServer: unknown option ${JSON.stringify(unknown)} (${hint})`);
 }
