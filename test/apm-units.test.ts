@@ -64,12 +64,20 @@ describe('the index advisor', () => {
   });
 
   it('folds a shorter advised index into a longer one it starts', () => {
-    const advice = adviseIndexes([figures('c', { a: 1 }, undefined, 1000, 10), figures('c', { a: 1, b: 2 }, undefined, 1000, 1)], { c: [] });
+    const advice = adviseIndexes([figures('c', { a: 1 }, undefined, 1000, 10), figures('c', { a: 1, b: 2 }, undefined, 1000, 1)], { c: [] }, undefined, undefined, 10000);
     assert.equal(advice.length, 1);
     assert.deepEqual(advice[0]!.index, { a: 1, b: 1 });
     assert.equal(advice[0]!.shapes.length, 2);
     assert.equal(advice[0]!.cost!.docsExamined, 20000);
     assert.equal(advice[0]!.cost!.docsExaminedPerSecond, 2000);
+  });
+
+  it('spreads a past burst over the time since the shape first ran, not over the burst', () => {
+    // 10 operations examining 1000 documents each within 5 ms, a minute before the report.
+    const burst = { ...figures('c', { a: 1 }, undefined, 1000, 1), firstAt: 0, lastAt: 5 };
+    const [advice] = adviseIndexes([burst], { c: [] }, undefined, undefined, 60000);
+    assert.equal(advice!.cost!.docsExamined, 10000);
+    assert.equal(Math.round(advice!.cost!.docsExaminedPerSecond!), 167);
   });
 
   it('judges a shape without a plan (no explain) from the collection\'s indexes, and says so', () => {

@@ -85,6 +85,7 @@ export interface AdviceCost {
   docsExamined: number | null;
   docsReturned: number;
   examinedPerReturned: number | null;
+  /** From the shape's first operation to the report, so a burst long past does not read as a steady rate. */
   docsExaminedPerSecond: number | null;
   timeMs: number;
   avgMs: number;
@@ -158,7 +159,7 @@ function inferredScan(shape: QueryShape, indexes: IndexDescription[]): boolean {
   return !indexes.some((index) => useful.has(Object.keys(index.keys)[0]!));
 }
 
-function costOf(list: ShapeFigures[], inferred: boolean): AdviceCost {
+function costOf(list: ShapeFigures[], inferred: boolean, now: number): AdviceCost {
   let ops = 0;
   let timeMs = 0;
   let examined = 0;
@@ -182,7 +183,7 @@ function costOf(list: ShapeFigures[], inferred: boolean): AdviceCost {
       returned += (f.plan.returned ?? 0) * f.ops;
     } else returned += f.returned;
   }
-  const seconds = Math.max(1, (last - first) / 1000);
+  const seconds = Math.max(1, (Math.max(now, last) - first) / 1000);
   return {
     ops,
     docsExamined: counted ? Math.round(examined) : null,
@@ -200,6 +201,8 @@ export function adviseIndexes(
   indexes: Readonly<Record<string, IndexDescription[] | undefined>>,
   options: AdvisorOptions = DEFAULT_ADVISOR_OPTIONS,
   use: IndexUse = 'any',
+  /** When the figures were taken (ms since the epoch, the server's clock). */
+  now = Date.now(),
 ): IndexAdvice[] {
   const wanted = new Map<string, { collection: string; index: IndexKeys; shapes: ShapeFigures[]; inferred: boolean }>();
   for (const figures of shapes) {
@@ -236,7 +239,7 @@ export function adviseIndexes(
     return !longer;
   });
   const advice: IndexAdvice[] = kept.map((entry) => {
-    const cost = costOf(entry.shapes, entry.inferred);
+    const cost = costOf(entry.shapes, entry.inferred, now);
     const reason = entry.inferred
       ? `no index of ${entry.collection} starts with a field these queries test (the database gave no plan: inferred)`
       : cost.examinedPerReturned !== null

@@ -504,6 +504,7 @@ export function adviceFor(snapshot: ApmSnapshot): IndexAdvice[] {
     snapshot.indexes,
     DEFAULT_ADVISOR_OPTIONS,
     snapshot.indexUse,
+    Math.max(0, ...snapshot.reports.map((r) => r.at)),
   );
 }
 
