@@ -36,6 +36,8 @@ describe('the metrics reference page', () => {
       const report = apm.report();
       const empty = { counts: [], count: 0, sum: 0, max: 0 };
       report.database.commands.push({ name: 'find', count: 0, failures: 0, time: empty });
+      // And the jobs' families by job, which appear once a job has finished.
+      for (const name of ['perseid_job_runs_total', 'perseid_job_duration_seconds_total']) report.counters.push({ name, help: '', kind: 'counter', value: 0, labels: { job: 'j' } });
       // And those of a balancer's or a primary's: every server's summary, the primary's own process.
       const extra = { servers: [{ server: 'a', sessions: 0, cpuPercent: 0, lagMs: 0, memoryMb: 0, methodsPerSec: 0, methodP95Ms: 0 }], primary: apm.ownFigures() };
       for (const [name, type] of families(await prometheusText([report], extra))) served.set(name, type);

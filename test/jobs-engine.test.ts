@@ -17,6 +17,7 @@ import { RunHistory, type JobRun } from '../src/jobs/history.js';
 import { Jobs, type JobsStartOptions } from '../src/jobs/jobs.js';
 import { jobsMetrics, type JobSummary } from '../src/jobs/jobs-metrics.js';
 import { apm } from '../src/metrics/apm.js';
+import { prometheusText } from '../src/metrics/prometheus.js';
 import { metrics } from '../src/metrics/registry.js';
 import { embeddedTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { eventually } from './processes.js';
@@ -187,10 +188,15 @@ for (const target of perServer) {
         .define('broken', () => Promise.reject(new Error('always')), { retries: 0 })
         .define('stuck', (_d, ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve((aborted = ctx.signal.reason)))), { timeoutMs: 150, retries: 0 });
       await p.start(jobs, 'a');
+      const failedRuns = () => jobsMetrics.runsByJob.values().find((s) => s.labels.job === 'broken' && s.labels.outcome === 'failed')?.value ?? 0;
+      const failedBefore = failedRuns();
       const broken = await settledRun(opened.database, await jobs.enqueue('broken'));
       assert.equal(broken.status, 'failed');
       assert.equal(broken.error, 'always');
       assert.equal(broken.attempts, 1);
+      // Counted by job for an alert on this one: the settled record is written before the count, so wait for it.
+      await eventually(() => failedRuns() === failedBefore + 1, "the failure counted under the job's name");
+      assert.match(await prometheusText([apm.report()]), /^perseid_job_runs_total\{job="broken",outcome="failed"\} \d+$/m);
       const stuck = await settledRun(opened.database, await jobs.enqueue('stuck'));
       assert.equal(stuck.status, 'failed');
       assert.equal(stuck.error, 'timed out after 150 ms');

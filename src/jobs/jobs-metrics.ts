@@ -16,6 +16,9 @@ export const jobsMetrics = {
   takenOver: metrics.counter('perseid_jobs_taken_over_total', 'Runs this process took back from a runner that lost its lease (requeued or failed)'),
   refused: metrics.counter('perseid_jobs_results_refused_total', 'Results this process could not record because its lease had been taken over'),
   duration: metrics.counter('perseid_jobs_duration_seconds_total', 'Time spent in job attempts this process finished'),
+  /** The same by job, for alerts on one job: `perseid_jobs_failed_total` says only that some job failed. */
+  runsByJob: metrics.labelledCounter('perseid_job_runs_total', 'Job attempts this process finished, by job and outcome (succeeded, failed, retrying)', ['job', 'outcome']),
+  durationByJob: metrics.labelledCounter('perseid_job_duration_seconds_total', 'Time spent in job attempts this process finished, by job', ['job']),
   running: metrics.gauge('perseid_jobs_running', 'Job attempts running in this process now'),
   queued: metrics.gauge('perseid_jobs_queued_due', 'Runs due and waiting in the queue, as of this process\'s last poll'),
 };
@@ -40,6 +43,8 @@ export function recordFinished(run: FinishedRun): void {
   else if (run.status === 'failed') jobsMetrics.failed.inc();
   else jobsMetrics.retried.inc();
   jobsMetrics.duration.inc(run.durationMs / 1000);
+  jobsMetrics.runsByJob.inc({ job: run.job, outcome: run.status });
+  jobsMetrics.durationByJob.inc({ job: run.job }, run.durationMs / 1000);
   recent.unshift(run);
   if (recent.length > RECENT) recent.length = RECENT;
 }

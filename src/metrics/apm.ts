@@ -20,7 +20,7 @@ import { MethodStats, PARTS, type CallWindow } from './method-stats.js';
 import { endCallSpan, startCallSpan } from './otel.js';
 import { ProcessStats, type ProcessSample } from './process-stats.js';
 import { PublicationStats } from './publication-stats.js';
-import { Counter, metrics } from './registry.js';
+import { Counter, LabelledCounter, metrics } from './registry.js';
 import { TraceStore } from './trace-store.js';
 import { Trace, type TraceRecord } from './trace.js';
 
@@ -145,7 +145,8 @@ export interface ApmReport {
   /** Sessions opened since start, by transport (websocket, sockjs-websocket, sockjs-<polling kind>). */
   sessionsOpened: Record<string, number>;
   /** The flat counters and gauges of every layer (registry.ts). */
-  counters: Array<{ name: string; help: string; kind: 'counter' | 'gauge'; value: number }>;
+  /** A labelled counter's series each come with their `labels`. */
+  counters: Array<{ name: string; help: string; kind: 'counter' | 'gauge'; value: number; labels?: Record<string, string> }>;
   history: HistoryPoint[];
   traces: TraceRecord[];
   errors: ErrorRecord[];
@@ -440,7 +441,11 @@ export class Apm {
       process: this.processFigures(latest),
       sessions: { ...this.sessionFigures(), users: this.users || this.sessionFigures().users },
       sessionsOpened: { ...this.openedByTransport },
-      counters: metrics.list().map((m) => ({ name: m.name, help: m.help, kind: m instanceof Counter ? 'counter' : 'gauge', value: m.get() })),
+      counters: metrics.list().flatMap((m) =>
+        m instanceof LabelledCounter
+          ? m.values().map((s) => ({ name: m.name, help: m.help, kind: 'counter' as const, value: s.value, labels: s.labels }))
+          : [{ name: m.name, help: m.help, kind: m instanceof Counter ? ('counter' as const) : ('gauge' as const), value: m.get() }],
+      ),
       history: [...this.history],
       traces: this.traces.recent(),
       errors: this.errors.recent(),

@@ -104,7 +104,7 @@ function recentOrAll(recent: Histogram, all: Histogram): Histogram {
 }
 
 function counter(snapshot: ApmSnapshot, name: string): number {
-  return snapshot.reports.reduce((n, r) => n + (r.counters.find((c) => c.name === name)?.value ?? 0), 0);
+  return snapshot.reports.reduce((n, r) => r.counters.reduce((m, c) => (c.name === name ? m + c.value : m), n), 0);
 }
 
 /** Points of every process summed by their position from the newest (they sample at the same period). */

@@ -90,7 +90,7 @@ export async function prometheusText(reports: readonly ApmReport[], extra: Pick<
   };
   for (const report of reports) {
     const base: Labels = report.worker === undefined ? {} : { worker: report.worker };
-    for (const c of report.counters) family(c.name, c.help, c.kind).add(c.value, base);
+    for (const c of report.counters) family(c.name, c.help, c.kind).add(c.value, { ...base, ...c.labels });
     for (const m of report.methods) {
       const labels = { ...base, method: m.name };
       family('perseid_method_duration_seconds', 'Method calls by time from the message arriving to the result (count: calls)', 'histogram').addHistogram(m.time, labels);

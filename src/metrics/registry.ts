@@ -1,8 +1,9 @@
 /**
  * Counters and gauges the rest of the server writes into. A leaf module: it
- * imports nothing of Perseid, so any layer may record into it; the APM, the
+ * imports nothing of Perseid's layers, so any layer may record into it; the APM, the
  * Prometheus endpoint and the benchmarks read from it.
  */
+import { BoundedNames, OTHER } from './bounded-names.js';
 
 export class Counter {
   private value = 0;
@@ -38,8 +39,34 @@ export class Gauge {
   }
 }
 
+/** A counter per set of label values (a job and its outcome); at most 500 sets, the rest under `(other)`. */
+export class LabelledCounter {
+  private readonly series = new BoundedNames<{ labels: Record<string, string>; value: number }>(500, () => ({ labels: this.labelled(() => OTHER), value: 0 }));
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly labelNames: readonly string[],
+  ) {}
+  inc(labels: Readonly<Record<string, string>>, by = 1): void {
+    const key = this.labelNames.map((n) => labels[n] ?? '').join('\u0000');
+    this.series.get(key, () => ({ labels: this.labelled((n) => labels[n] ?? ''), value: 0 })).value += by;
+  }
+  /** The total over every label set (what /perseid/stats shows under the name). */
+  get(): number {
+    return this.series.values().reduce((n, s) => n + s.value, 0);
+  }
+  values(): Array<{ labels: Record<string, string>; value: number }> {
+    return this.series.values();
+  }
+  private labelled(value: (name: string) => string): Record<string, string> {
+    return Object.fromEntries(this.labelNames.map((n) => [n, value(n)]));
+  }
+}
+
+type Metric = Counter | Gauge | LabelledCounter;
+
 export class MetricsRegistry {
-  private readonly metrics = new Map<string, Counter | Gauge>();
+  private readonly metrics = new Map<string, Metric>();
   private readonly sections = new Map<string, () => unknown>();
 
   /** Adds a structured part to reports (e.g. the list of live queries), computed when read. */
@@ -66,7 +93,11 @@ export class MetricsRegistry {
     return this.register(name, () => new Gauge(name, help), Gauge);
   }
 
-  private register<T extends Counter | Gauge>(name: string, make: () => T, kind: new (n: string, h: string) => T): T {
+  labelledCounter(name: string, help: string, labelNames: readonly string[]): LabelledCounter {
+    return this.register(name, () => new LabelledCounter(name, help, labelNames), LabelledCounter);
+  }
+
+  private register<T extends Metric>(name: string, make: () => T, kind: abstract new (...args: never[]) => T): T {
     const existing = this.metrics.get(name);
     if (existing) {
       if (!(existing instanceof kind)) throw new Error(`Metric ${name} is already registered as another kind`);
@@ -84,7 +115,7 @@ export class MetricsRegistry {
     return out;
   }
 
-  list(): Array<Counter | Gauge> {
+  list(): Metric[] {
     return [...this.metrics.values()];
   }
 }
