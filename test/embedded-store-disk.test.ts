@@ -4,8 +4,10 @@
  * comes back (not after a restart either); the store says it cannot write;
  * writes resume by themselves once space returns. And a data directory removed
  * under a running store: writes are refused, not acknowledged into a deleted file.
+ * And a process file size limit (`ulimit -f`) the log reaches: refused until it fits.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
@@ -110,5 +112,28 @@ describe('embedded store: a data directory removed while the server runs', () =>
     fs.mkdirSync(dir);
     await new Promise((resolve) => setTimeout(resolve, 100));
     await assert.rejects(c.insert({ _id: 'c' }), DatabaseUnavailableError);
+  });
+});
+
+describe('embedded store: a log that reaches the process\'s file size limit (ulimit -f)', () => {
+  it('keeps refusing writes, saying why, instead of resuming each time a small scratch file fits', () => {
+    const dir = path.join(tempDir(), 'data');
+    // The limit applies to the process, so the store runs in one started under it (Node ignores SIGXFSZ: writes get EFBIG).
+    const script = `
+      import { openEmbeddedStore } from ${JSON.stringify(new URL('../src/data/embedded/store.js', import.meta.url).href)};
+      const store = await openEmbeddedStore({ dir: ${JSON.stringify(dir)}, retryMs: 20 });
+      const c = store.collection('c');
+      let refused;
+      for (let i = 0; i < 100 && refused === undefined; i++) await c.insert({ _id: 'd' + i, pad: 'x'.repeat(16 * 1024) }).catch((e) => (refused = e.detail));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const problem = store.problem();
+      const again = await c.insert({ _id: 'e', pad: 'x'.repeat(16 * 1024) }).then(() => 'accepted', (e) => e.detail);
+      console.log(JSON.stringify({ refused, problem, again }));
+      await store.close();`;
+    const out = execFileSync('bash', ['-c', 'ulimit -f 256 && exec "$0" --input-type=module -e "$1"', process.execPath, script], { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'pipe'] });
+    const seen = JSON.parse(out.trim().split('\n').pop()!) as { refused?: string; problem?: string; again: string };
+    assert.match(seen.refused ?? 'no write refused', /EFBIG.*file size limit \(ulimit -f\)/);
+    assert.match(seen.problem ?? 'writes resumed', /cannot write/, 'still refused after 15 probes');
+    assert.match(seen.again, /EFBIG|cannot write/);
   });
 });

@@ -57,6 +57,8 @@ export class WriteAheadLog<P> {
   private failure: DatabaseUnavailableError | undefined;
   /** Bytes the failed batch tried to write: the probe writes as much. */
   private failedBytes = 0;
+  /** The failed batch hit the process's file size limit (`ulimit -f`): the probe checks the log would fit it. */
+  private overSizeLimit = false;
   /** The file still holds part of a failed batch (cutting it back failed too): the probe retries. */
   private cutBackPending = false;
   private probe: NodeJS.Timeout | undefined;
@@ -183,8 +185,10 @@ export class WriteAheadLog<P> {
       return undefined;
     } catch (error) {
       this.failedBytes = data.length;
+      this.overSizeLimit = (error as NodeJS.ErrnoException).code === 'EFBIG';
       this.cutBack();
-      return new DatabaseUnavailableError(`writing the write-ahead log ${this.path} failed: ${(error as Error).message}`, error);
+      const hint = this.overSizeLimit ? ": the log reached this process's file size limit (ulimit -f); raise it" : '';
+      return new DatabaseUnavailableError(`writing the write-ahead log ${this.path} failed: ${(error as Error).message}${hint}`, error);
     } finally {
       this.writing = false;
     }
@@ -211,13 +215,28 @@ export class WriteAheadLog<P> {
     this.options.onFailed(error);
   }
 
-  /** Writes as much as the failed batch did to a scratch file; if that works, so may the log. */
+  /**
+   * Writes as much as the failed batch did to a scratch file; if that works, so may the log. After a
+   * file size limit, it writes at the log's length: a small scratch file always fits the limit, and
+   * writes flapped between failing and resuming each second.
+   */
   private tryResume(): void {
     const probe = join(dirname(this.path), PROBE_FILE);
     try {
       if (this.cutBackPending) this.cutBack();
       if (this.cutBackPending) return;
-      writeFileSync(probe, Buffer.alloc(Math.min(Math.max(this.failedBytes, PROBE_MIN_BYTES), PROBE_MAX_BYTES)));
+      const data = Buffer.alloc(Math.min(Math.max(this.failedBytes, PROBE_MIN_BYTES), PROBE_MAX_BYTES));
+      if (!this.overSizeLimit) writeFileSync(probe, data);
+      else {
+        // Sparse up to the log's length, where the file systems a data directory lives on support it.
+        // Near the limit, write() stops short of it rather than failing.
+        const fd = openSync(probe, 'w');
+        try {
+          if (writeSync(fd, data, 0, data.length, this.bytes) < data.length) return;
+        } finally {
+          closeSync(fd);
+        }
+      }
     } catch {
       return;
     } finally {
