@@ -4,6 +4,7 @@
  * leaves no data directory behind.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { appDir, assertOneLine, documentedStartupErrors, OK_APP, oneLiners, pers
 import { freshDatabase } from './databases.js';
 import { startPerseid } from './processes.js';
 import { needsServices } from './skips.js';
+import { smallDiskSkip } from './small-disk.js';
 
 const ferretdb = await serviceUrl('ferretdb');
 
@@ -120,6 +122,19 @@ describe('perseid start: start-up errors', () => {
       perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', 'read-only/data'], {}, asNobody),
       /the data directory read-only\/data cannot be created: .*read-only is not writable by this user/,
     );
+  });
+
+  it('says a data directory on a read-only mount is on one, rather than blaming permissions', { skip: smallDiskSkip }, () => {
+    const dir = appDir({ 'app.js': OK_APP });
+    const mount = join(dir, 'ro');
+    mkdirSync(mount);
+    assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', mount]).status, 0, 'mounting a read-only tmpfs');
+    try {
+      assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', 'ro']), /the data directory ro is on a read-only file system: mount it read-write, or choose another/);
+      assertOneLine(perseid(dir, ['start', 'app.js', '--port', '0', '--data-dir', 'ro/data']), /the data directory ro\/data cannot be created: .*ro is on a read-only file system/);
+    } finally {
+      spawnSync('umount', [mount]);
+    }
   });
 
   it('names the process that holds the data directory, with no stack after the message', async () => {

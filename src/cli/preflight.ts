@@ -83,11 +83,14 @@ export function checkDataDir(dir: string): void {
   if (!statOf(existing)!.isDirectory()) throw new StartupError(`the data directory ${dir} cannot be created: ${existing} is a file; ${remedy}`);
   try {
     accessSync(existing, constants.W_OK | constants.X_OK);
-  } catch {
+  } catch (error) {
+    // Permissions do not help on a read-only mount (EROFS), whoever the user.
+    const why = (error as NodeJS.ErrnoException).code === 'EROFS' ? 'is on a read-only file system' : 'is not writable by this user';
+    const fix = (error as NodeJS.ErrnoException).code === 'EROFS' ? 'mount it read-write' : 'fix its permissions';
     throw new StartupError(
       existing === path
-        ? `the data directory ${dir} is not writable by this user: fix its permissions, or ${remedy}`
-        : `the data directory ${dir} cannot be created: ${existing} is not writable by this user; ${remedy}`,
+        ? `the data directory ${dir} ${why}: ${fix}, or ${remedy}`
+        : `the data directory ${dir} cannot be created: ${existing} ${why}; ${remedy}`,
     );
   }
 }
