@@ -9,6 +9,7 @@
 import type { Collection } from '../collections/collection.js';
 import type { Database } from '../collections/database.js';
 import { Random } from '../ddp/random.js';
+import { KeyedLock } from '../keyed-lock.js';
 import type { Logger } from '../log.js';
 import { rateLimiter } from '../rate-limit/index.js';
 import type { PerseidServer } from '../server/app.js';
@@ -96,6 +97,9 @@ export interface LoginReply {
 type Hook<T, R = unknown> = (value: T) => R | Promise<R>;
 
 const LOGIN_METHODS = ['login', 'createUser', 'resetPassword', 'forgotPassword'];
+
+/** Signups under way in this process, by the names they claim (case ignored, as the duplicate check does). */
+const signups = new KeyedLock();
 
 /** The port the server listens on, once it does. */
 function listeningPort(server: PerseidServer): number | undefined {
@@ -285,16 +289,21 @@ export class Accounts {
       if (username && (await takenIgnoringCase(this.users, 'username', username, ownId))) throw credentialsError(this.ctx.ambiguous, AccountsErrors.usernameExists);
       if (email && (await takenIgnoringCase(this.users, 'emails.address', email, ownId))) throw credentialsError(this.ctx.ambiguous, AccountsErrors.emailExists);
     };
-    await checkDuplicates();
-    const userId = await this.insertUserDoc(options, user);
-    try {
-      // Again, in case a user differing only in case was inserted meanwhile.
-      await checkDuplicates(userId);
-    } catch (error) {
-      await this.users.removeAsync({ _id: userId });
-      throw error;
-    }
-    return userId;
+    // One signup per name at a time in this process: 20 at once as Alice, alice, ALICE... each found the others
+    // on its second check and removed itself, so none of them got the name. Across servers the second check remains.
+    const names = [username && `username:${username.toUpperCase()}`, email && `email:${email.toUpperCase()}`].filter((key): key is string => Boolean(key));
+    return signups.run(names, async () => {
+      await checkDuplicates();
+      const userId = await this.insertUserDoc(options, user);
+      try {
+        // Again, in case another server inserted a user differing only in case meanwhile.
+        await checkDuplicates(userId);
+      } catch (error) {
+        await this.users.removeAsync({ _id: userId });
+        throw error;
+      }
+      return userId;
+    });
   }
 
   private async insertUserDoc(options: CreateUserOptions, draft: User): Promise<string> {
