@@ -1,6 +1,6 @@
 /**
  * Accounts under abuse an operator must survive, over the wire: sign-ups
- * racing for one name in different case.
+ * racing for one name in different case, and oversized profiles.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -46,6 +46,31 @@ describe('accounts under abuse (embedded store)', () => {
       }
     } finally {
       await t.close();
+    }
+  });
+
+  it('refuses a profile over maxProfileBytes (16 KiB by default) in one line, and stores nothing', async () => {
+    const t = await accountsServer(opened.database, { defaultRateLimit: false });
+    const small = await accountsServer(opened.database, { defaultRateLimit: false, maxProfileBytes: 100 });
+    try {
+      const peer = await RawPeer.connected(t.wsUrl);
+      const big = await call(peer, 'createUser', { username: 'big', profile: { bio: 'x'.repeat(1024 * 1024 - 200) } });
+      assert.deepEqual(errorOf(big), { error: 400, reason: 'Profile too large: at most 16384 bytes as JSON' });
+      assert.equal(await t.accounts.users.findOneAsync({ username: 'big' }), undefined);
+      const fits = await call(peer, 'createUser', { username: 'fits', profile: { bio: 'x'.repeat(16 * 1024 - 20) } });
+      assert.equal(fits.error, undefined);
+      peer.close();
+
+      const other = await RawPeer.connected(small.wsUrl);
+      assert.deepEqual(errorOf(await call(other, 'createUser', { username: 'tiny', profile: { bio: 'x'.repeat(100) } })), {
+        error: 400,
+        reason: 'Profile too large: at most 100 bytes as JSON',
+      });
+      assert.equal((await call(other, 'createUser', { username: 'tiny', profile: { name: 'Tiny' } })).error, undefined);
+      other.close();
+    } finally {
+      await t.close();
+      await small.close();
     }
   });
 });

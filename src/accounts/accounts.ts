@@ -8,6 +8,7 @@
  */
 import type { Collection } from '../collections/collection.js';
 import type { Database } from '../collections/database.js';
+import { EJSON } from '../ddp/ejson.js';
 import { Random } from '../ddp/random.js';
 import { KeyedLock } from '../keyed-lock.js';
 import type { Logger } from '../log.js';
@@ -53,6 +54,8 @@ export interface AccountsOptions {
   defaultFieldSelector?: Record<string, 0 | 1>;
   /** Mail a verification link (an enrollment link if it has no password) to the e-mail of each user the createUser method makes. */
   sendVerificationEmail?: boolean;
+  /** Largest profile a client's createUser may give, in bytes of JSON (default 16 KiB). */
+  maxProfileBytes?: number;
   /** Meteor's default rule: 5 calls per 10 s per connection to login, createUser, resetPassword, forgotPassword (default true). */
   defaultRateLimit?: boolean;
   /** The app's URL, for the links in e-mails (default ROOT_URL, else http://localhost:<the port the server listens on>, as Meteor's). */
@@ -98,6 +101,9 @@ type Hook<T, R = unknown> = (value: T) => R | Promise<R>;
 
 const LOGIN_METHODS = ['login', 'createUser', 'resetPassword', 'forgotPassword'];
 
+/** A profile is a name, a picture's URL, a few settings; 1 MiB ones made a signup flood cost gigabytes of store. */
+const MAX_PROFILE_BYTES = 16 * 1024;
+
 /** Signups under way in this process, by the names they claim (case ignored, as the duplicate check does). */
 const signups = new KeyedLock();
 
@@ -116,6 +122,7 @@ export class Accounts {
   private readonly ctx: LoginContext;
   private readonly options: AccountsOptions;
   private readonly passwordPattern: Pattern;
+  private readonly maxProfileBytes: number;
   private onCreateUserHook: ((options: CreateUserOptions, user: User) => User | Promise<User>) | undefined;
   private readonly validateNewUserHooks: Array<Hook<User, boolean>> = [];
   private readonly validateLoginHooks: Array<Hook<LoginAttempt, boolean>> = [];
@@ -135,6 +142,10 @@ export class Accounts {
     const maxTokens = options.maxLoginTokensPerUser;
     if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && maxTokens >= 1)) {
       throw new TypeError(`accounts: maxLoginTokensPerUser must be a whole number of at least 1 (got ${String(maxTokens)})`);
+    }
+    this.maxProfileBytes = options.maxProfileBytes ?? MAX_PROFILE_BYTES;
+    if (!(Number.isInteger(this.maxProfileBytes) && this.maxProfileBytes >= 0)) {
+      throw new TypeError(`accounts: maxProfileBytes must be a whole number of bytes (got ${String(options.maxProfileBytes)})`);
     }
     this.tokens = new ResumeTokens(this.users, tokenLifetimeMs(options), this.log, options.maxLoginTokensPerUser);
     this.sessions = new LoginSessions(this.users, this.log);
@@ -279,6 +290,12 @@ export class Accounts {
 
   private addDefaultRateLimit(): void {
     this.defaultRule = rateLimiter(this.server).addRule({ type: 'method', name: (name: string) => LOGIN_METHODS.includes(name), connectionId: () => true }, 5, 10000);
+  }
+
+  /** Refuses a client's createUser whose profile is over maxProfileBytes. */
+  private checkProfileSize(options: CreateUserOptions): void {
+    if (options.profile === undefined) return;
+    if (Buffer.byteLength(EJSON.stringify(options.profile)) > this.maxProfileBytes) throw AccountsErrors.profileTooLarge({ limit: this.maxProfileBytes });
   }
 
   private async insertCheckingDuplicates(user: User, options: CreateUserOptions): Promise<string> {
@@ -434,6 +451,7 @@ export class Accounts {
         return accounts.loginMethod(this, 'createUser', [options], async () => {
           check(options, Object);
           if (accounts.options.forbidClientAccountCreation) return { type: 'password', error: AccountsErrors.signupsForbidden() };
+          accounts.checkProfileSize(options as CreateUserOptions);
           return { type: 'password', userId: await accounts.createUserVerifyingEmail(options as CreateUserOptions, this.connection.clientAddress) };
         });
       },
