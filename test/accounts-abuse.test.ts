@@ -1,6 +1,7 @@
 /**
  * Accounts under abuse an operator must survive, over the wire: sign-ups
- * racing for one name in different case, and oversized profiles.
+ * racing for one name in different case, a client reconnecting to get past
+ * the per-connection limit, and oversized profiles.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -71,6 +72,41 @@ describe('accounts under abuse (embedded store)', () => {
     } finally {
       await t.close();
       await small.close();
+    }
+  });
+
+  it('limits login methods per client address by default, over all its connections (60 a minute)', async () => {
+    const t = await accountsServer(opened.database);
+    try {
+      // A new connection for every 5 calls gets past Meteor's per-connection rule; the address's rule stops it.
+      const results: Message[] = [];
+      for (let round = 0; round < 13; round++) {
+        results.push(...(await eachOnItsOwnConnection(t.wsUrl, 'createUser', [0, 1, 2, 3, 4].map((i) => ({ username: `flood${round}-${i}` })))));
+      }
+      const refused = results.filter((r) => errorOf(r)?.error === 'too-many-requests');
+      assert.equal(results.length - refused.length, 60, 'the first 60 are answered');
+      assert.equal(refused.length, 5);
+      assert.ok(((refused[0]!.error as Message).details as { timeToReset: number }).timeToReset > 0);
+      assert.equal(t.accounts.removeDefaultRateLimit(), true);
+      const [after] = await eachOnItsOwnConnection(t.wsUrl, 'createUser', [{ username: 'after-removal' }]);
+      assert.equal(after!.error, undefined, 'removeDefaultRateLimit lifts the address limit too');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('takes addressRateLimit as a count and window, or false for Meteor\'s rule alone', async () => {
+    const strict = await accountsServer(opened.database, { addressRateLimit: { numRequests: 3, intervalMs: 60_000 } });
+    const off = await accountsServer(opened.database, { addressRateLimit: false });
+    try {
+      const args = [0, 1, 2, 3].map((i) => ({ user: { username: `nobody${i}` }, password: 'x' }));
+      const limited = (await eachOnItsOwnConnection(strict.wsUrl, 'login', args)).map((r) => errorOf(r)?.error);
+      assert.equal(limited.filter((e) => e === 'too-many-requests').length, 1);
+      const free = (await eachOnItsOwnConnection(off.wsUrl, 'login', [...args, ...args])).map((r) => errorOf(r)?.error);
+      assert.equal(free.filter((e) => e === 'too-many-requests').length, 0);
+    } finally {
+      await strict.close();
+      await off.close();
     }
   });
 });

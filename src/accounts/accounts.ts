@@ -54,10 +54,12 @@ export interface AccountsOptions {
   defaultFieldSelector?: Record<string, 0 | 1>;
   /** Mail a verification link (an enrollment link if it has no password) to the e-mail of each user the createUser method makes. */
   sendVerificationEmail?: boolean;
+  /** The default rate limit on login, createUser, resetPassword and forgotPassword: Meteor's rule (5 calls per 10 s per connection) and addressRateLimit (default true). */
+  defaultRateLimit?: boolean;
+  /** The default limit's second rule: calls to those methods per client address (an IPv6 /64), over all its connections (default 60 per minute; false: none). */
+  addressRateLimit?: RateLimitWindow | false;
   /** Largest profile a client's createUser may give, in bytes of JSON (default 16 KiB). */
   maxProfileBytes?: number;
-  /** Meteor's default rule: 5 calls per 10 s per connection to login, createUser, resetPassword, forgotPassword (default true). */
-  defaultRateLimit?: boolean;
   /** The app's URL, for the links in e-mails (default ROOT_URL, else http://localhost:<the port the server listens on>, as Meteor's). */
   siteUrl?: string;
   /** The links in e-mails, as Meteor's `Accounts.urls` (default `<siteUrl>/#/reset-password/<token>`, `#/enroll-account/`, `#/verify-email/`). */
@@ -69,6 +71,12 @@ export interface AccountsOptions {
   emailFrom?: string;
   /** How often expired tokens are purged (default 10 minutes). */
   purgeIntervalMs?: number;
+}
+
+/** A rate limit's count and window: `numRequests` calls per `intervalMs`. */
+export interface RateLimitWindow {
+  numRequests: number;
+  intervalMs: number;
 }
 
 /** A login attempt as the hooks see it (Meteor's shape). */
@@ -100,7 +108,13 @@ export interface LoginReply {
 type Hook<T, R = unknown> = (value: T) => R | Promise<R>;
 
 const LOGIN_METHODS = ['login', 'createUser', 'resetPassword', 'forgotPassword'];
+const isLoginMethod = (name: string) => LOGIN_METHODS.includes(name);
 
+/**
+ * Per client address, over all its connections: Meteor's rule counts per connection only, so a client opening a new
+ * connection every 5 calls created some 18,000 users a minute from one address (or tried as many passwords).
+ */
+const ADDRESS_RATE_LIMIT: RateLimitWindow = { numRequests: 60, intervalMs: 60_000 };
 /** A profile is a name, a picture's URL, a few settings; 1 MiB ones made a signup flood cost gigabytes of store. */
 const MAX_PROFILE_BYTES = 16 * 1024;
 
@@ -206,11 +220,12 @@ export class Accounts {
     this.logoutHooks.push(hook);
   }
 
-  /** Removes Meteor's default rate limit on login methods. */
+  /** Removes the default rate limit on login methods (Meteor's rule and the per-address one). */
   removeDefaultRateLimit(): boolean {
-    if (!this.defaultRule) return false;
-    const removed = rateLimiter(this.server).removeRule(this.defaultRule);
-    this.defaultRule = undefined;
+    if (this.defaultRules.length === 0) return false;
+    const limiter = rateLimiter(this.server);
+    const removed = this.defaultRules.map((id) => limiter.removeRule(id)).every(Boolean);
+    this.defaultRules = [];
     return removed;
   }
 
@@ -286,10 +301,13 @@ export class Accounts {
 
   // ---- internals ----
 
-  private defaultRule: string | undefined;
+  private defaultRules: string[] = [];
 
   private addDefaultRateLimit(): void {
-    this.defaultRule = rateLimiter(this.server).addRule({ type: 'method', name: (name: string) => LOGIN_METHODS.includes(name), connectionId: () => true }, 5, 10000);
+    const limiter = rateLimiter(this.server);
+    this.defaultRules.push(limiter.addRule({ type: 'method', name: isLoginMethod, connectionId: () => true }, 5, 10000));
+    const perAddress = this.options.addressRateLimit ?? ADDRESS_RATE_LIMIT;
+    if (perAddress) this.defaultRules.push(limiter.addRule({ type: 'method', name: isLoginMethod, clientAddress: () => true }, perAddress.numRequests, perAddress.intervalMs));
   }
 
   /** Refuses a client's createUser whose profile is over maxProfileBytes. */
