@@ -1,13 +1,23 @@
 /**
  * Accounts under abuse an operator must survive, over the wire: sign-ups
  * racing for one name in different case, a client reconnecting to get past
- * the per-connection limit, and oversized profiles.
+ * the per-connection limit, oversized profiles, and one victim's address
+ * mailed again and again through forgotPassword, on one server or several
+ * sharing their rate limits in Redis.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { serviceUrl } from '../scripts/services/control.js';
+import { accounts } from '../src/accounts/index.js';
+import type { AccountsEmail } from '../src/accounts/mailer.js';
+import { Random } from '../src/ddp/random.js';
+import { rateLimiter, RedisRateLimitStore } from '../src/rate-limit/index.js';
+import { createServer } from '../src/server/app.js';
 import { embeddedTarget } from './databases.js';
 import { accountsServer, call, errorOf } from './accounts-helpers.js';
 import { RawPeer, type Message } from './helpers.js';
+import { needsServices } from './skips.js';
 
 /** `count` spellings of `name` differing only in case (Alice, aLice, ALice, ...). */
 function caseVariants(name: string, count: number): string[] {
@@ -23,6 +33,8 @@ async function eachOnItsOwnConnection(wsUrl: string, method: string, args: unkno
     for (const peer of peers) peer.close();
   }
 }
+
+const redisUrl = await serviceUrl('redis');
 
 describe('accounts under abuse (embedded store)', () => {
   let opened: Awaited<ReturnType<ReturnType<typeof embeddedTarget>['open']>>;
@@ -107,6 +119,61 @@ describe('accounts under abuse (embedded store)', () => {
     } finally {
       await strict.close();
       await off.close();
+    }
+  });
+
+  it('mails one address at most 3 password resets an hour, whichever connections ask, and refuses unknown addresses alike', async () => {
+    const mails: AccountsEmail[] = [];
+    const t = await accountsServer(opened.database, { defaultRateLimit: false, mailer: (m) => void mails.push(m) });
+    const one = await accountsServer(opened.database, { defaultRateLimit: false, mailer: () => undefined, forgotPasswordLimit: { numRequests: 1, intervalMs: 60_000 } });
+    try {
+      await t.accounts.createUser({ username: 'victim', email: 'victim@example.com' });
+      const asks = ['victim@example.com', 'VICTIM@example.com', 'Victim@Example.com', 'victim@example.com', 'victim@EXAMPLE.com'].map((email) => ({ email }));
+      const results: Message[] = [];
+      // One after another, each from a new connection, as a client reconnecting between calls.
+      for (const ask of asks) results.push(...(await eachOnItsOwnConnection(t.wsUrl, 'forgotPassword', [ask])));
+      assert.deepEqual(results.map((r) => errorOf(r)?.error), [undefined, undefined, undefined, 'too-many-requests', 'too-many-requests']);
+      const wait = ((results[3]!.error as Message).details as { timeToReset: number }).timeToReset;
+      assert.ok(wait > 3_500_000 && wait <= 3_600_000, `refused for the rest of the hour (${wait} ms)`);
+      assert.equal(mails.length, 3);
+
+      // An address no user has is counted the same way, so the refusal does not tell which addresses exist.
+      const unknown = await eachOnItsOwnConnection(t.wsUrl, 'forgotPassword', [0, 1, 2, 3].map(() => ({ email: 'nobody@example.com' })));
+      assert.deepEqual(unknown.map((r) => errorOf(r)?.error).sort(), [403, 403, 403, 'too-many-requests']);
+
+      const configured = await eachOnItsOwnConnection(one.wsUrl, 'forgotPassword', [{ email: 'victim@example.com' }, { email: 'victim@example.com' }]);
+      assert.deepEqual(configured.map((r) => errorOf(r)?.error ?? 'mailed').sort(), ['mailed', 'too-many-requests'], 'forgotPasswordLimit: 1 a minute');
+    } finally {
+      await t.close();
+      await one.close();
+    }
+  });
+
+  it('counts the reset e-mails to one address over every server sharing the rate limits in Redis', { skip: needsServices({ redis: redisUrl }) }, async () => {
+    const redis = new Redis(redisUrl!);
+    const prefix = `perseid-test:${Random.id(6)}:`;
+    const mails: AccountsEmail[] = [];
+    const servers = await Promise.all(
+      [0, 1].map(async () => {
+        const server = createServer();
+        rateLimiter(server, { store: new RedisRateLimitStore(redis, prefix) });
+        const acc = accounts(server, { database: opened.database, defaultRateLimit: false, mailer: (m) => void mails.push(m) });
+        await acc.ready;
+        const { port } = await server.listen(0, '127.0.0.1');
+        return { server, wsUrl: `ws://127.0.0.1:${port}/websocket` };
+      }),
+    );
+    try {
+      await accounts(servers[0]!.server).createUser({ username: 'shared', email: 'shared@example.com' });
+      const errors: unknown[] = [];
+      for (const i of [0, 1, 0, 1]) errors.push(...(await eachOnItsOwnConnection(servers[i]!.wsUrl, 'forgotPassword', [{ email: 'shared@example.com' }])).map((r) => errorOf(r)?.error));
+      assert.deepEqual(errors, [undefined, undefined, undefined, 'too-many-requests']);
+      assert.equal(mails.length, 3);
+    } finally {
+      for (const { server } of servers) await server.close();
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length) await redis.del(...keys);
+      redis.disconnect();
     }
   });
 });

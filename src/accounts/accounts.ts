@@ -12,7 +12,7 @@ import { EJSON } from '../ddp/ejson.js';
 import { Random } from '../ddp/random.js';
 import { KeyedLock } from '../keyed-lock.js';
 import type { Logger } from '../log.js';
-import { rateLimiter } from '../rate-limit/index.js';
+import { checkRule, rateLimiter, TOO_MANY_REQUESTS, type RateLimitReply } from '../rate-limit/index.js';
 import type { PerseidServer } from '../server/app.js';
 import type { ConnectionHandle } from '../server/connection-handle.js';
 import type { MethodInvocation } from '../server/method-invocation.js';
@@ -58,6 +58,8 @@ export interface AccountsOptions {
   defaultRateLimit?: boolean;
   /** The default limit's second rule: calls to those methods per client address (an IPv6 /64), over all its connections (default 60 per minute; false: none). */
   addressRateLimit?: RateLimitWindow | false;
+  /** Password reset e-mails forgotPassword sends to one address (default 3 per hour; false: no limit). */
+  forgotPasswordLimit?: RateLimitWindow | false;
   /** Largest profile a client's createUser may give, in bytes of JSON (default 16 KiB). */
   maxProfileBytes?: number;
   /** The app's URL, for the links in e-mails (default ROOT_URL, else http://localhost:<the port the server listens on>, as Meteor's). */
@@ -115,6 +117,8 @@ const isLoginMethod = (name: string) => LOGIN_METHODS.includes(name);
  * connection every 5 calls created some 18,000 users a minute from one address (or tried as many passwords).
  */
 const ADDRESS_RATE_LIMIT: RateLimitWindow = { numRequests: 60, intervalMs: 60_000 };
+/** Reset mails to one address: each forgotPassword call from any connection or address mailed the victim again. */
+const FORGOT_PASSWORD_LIMIT: RateLimitWindow = { numRequests: 3, intervalMs: 3_600_000 };
 /** A profile is a name, a picture's URL, a few settings; 1 MiB ones made a signup flood cost gigabytes of store. */
 const MAX_PROFILE_BYTES = 16 * 1024;
 
@@ -137,6 +141,8 @@ export class Accounts {
   private readonly options: AccountsOptions;
   private readonly passwordPattern: Pattern;
   private readonly maxProfileBytes: number;
+  /** Counts forgotPassword's mails per address; made at the first call (it makes the server's rate limiter). */
+  private resetMailLimit: ((address: string) => Promise<RateLimitReply>) | undefined;
   private onCreateUserHook: ((options: CreateUserOptions, user: User) => User | Promise<User>) | undefined;
   private readonly validateNewUserHooks: Array<Hook<User, boolean>> = [];
   private readonly validateLoginHooks: Array<Hook<LoginAttempt, boolean>> = [];
@@ -161,6 +167,8 @@ export class Accounts {
     if (!(Number.isInteger(this.maxProfileBytes) && this.maxProfileBytes >= 0)) {
       throw new TypeError(`accounts: maxProfileBytes must be a whole number of bytes (got ${String(options.maxProfileBytes)})`);
     }
+    const mails = options.forgotPasswordLimit;
+    if (mails) checkRule({}, mails.numRequests, mails.intervalMs, undefined);
     this.tokens = new ResumeTokens(this.users, tokenLifetimeMs(options), this.log, options.maxLoginTokensPerUser);
     this.sessions = new LoginSessions(this.users, this.log);
     this.passwordPattern = passwordPattern(options.passwordMaxLength ?? 256);
@@ -308,6 +316,15 @@ export class Accounts {
     this.defaultRules.push(limiter.addRule({ type: 'method', name: isLoginMethod, connectionId: () => true }, 5, 10000));
     const perAddress = this.options.addressRateLimit ?? ADDRESS_RATE_LIMIT;
     if (perAddress) this.defaultRules.push(limiter.addRule({ type: 'method', name: isLoginMethod, clientAddress: () => true }, perAddress.numRequests, perAddress.intervalMs));
+  }
+
+  /** Refuses a forgotPassword past forgotPasswordLimit's mails to `email`, counted whether or not a user has it. */
+  private async limitResetMails(email: string): Promise<void> {
+    const limit = this.options.forgotPasswordLimit ?? FORGOT_PASSWORD_LIMIT;
+    if (!limit) return;
+    this.resetMailLimit ??= rateLimiter(this.server).keyLimit('forgotPassword e-mail', limit.numRequests, limit.intervalMs);
+    const { allowed, timeToReset } = await this.resetMailLimit(email.toLowerCase());
+    if (!allowed) throw TOO_MANY_REQUESTS({ seconds: Math.ceil(timeToReset / 1000) }, { timeToReset });
   }
 
   /** Refuses a client's createUser whose profile is over maxProfileBytes. */
@@ -494,6 +511,7 @@ export class Accounts {
       async forgotPassword(options: unknown) {
         check(options, { email: Identifier });
         const { email } = options as { email: string };
+        await accounts.limitResetMails(email);
         const user = await accounts.findUserByEmail(email);
         if (!user) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.userNotFound);
         const address = (user.emails ?? []).map((e) => e.address).find((a) => a.toLowerCase() === email.toLowerCase());
