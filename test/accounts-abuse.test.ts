@@ -62,7 +62,7 @@ describe('accounts under abuse (embedded store)', () => {
     }
   });
 
-  it('refuses a profile over maxProfileBytes (16 KiB by default) in one line, and stores nothing', async () => {
+  it('refuses a profile over maxProfileBytes (16 KiB by default), or with a key FerretDB refuses, in one line, and stores nothing', async () => {
     const t = await accountsServer(opened.database, { defaultRateLimit: false });
     const small = await accountsServer(opened.database, { defaultRateLimit: false, maxProfileBytes: 100 });
     try {
@@ -81,6 +81,22 @@ describe('accounts under abuse (embedded store)', () => {
       });
       assert.equal((await call(other, 'createUser', { username: 'tiny', profile: { name: 'Tiny' } })).error, undefined);
       other.close();
+
+      // Keys FerretDB refuses at any depth are refused on every store, in one line naming the key.
+      const keys = await RawPeer.connected(t.wsUrl);
+      for (const [profile, key] of [
+        [{ 'a.b': 1 }, 'a.b'],
+        [{ settings: { theme: 'dark', $where: '1' } }, '$where'],
+        [{ list: [{ ok: 1 }, { 'x.y': 2 }] }, 'x.y'],
+      ] as const) {
+        assert.deepEqual(errorOf(await call(keys, 'createUser', { username: 'keys', profile })), {
+          error: 400,
+          reason: `Profile key "${key}" may not start with $ or contain a dot`,
+        });
+      }
+      assert.equal(await t.accounts.users.findOneAsync({ username: 'keys' }), undefined);
+      assert.equal((await call(keys, 'createUser', { username: 'keys', profile: { list: [{ ok: 1 }], 'price$': 2 } })).error, undefined);
+      keys.close();
     } finally {
       await t.close();
       await small.close();

@@ -8,7 +8,6 @@
  */
 import type { Collection } from '../collections/collection.js';
 import type { Database } from '../collections/database.js';
-import { EJSON } from '../ddp/ejson.js';
 import { Random } from '../ddp/random.js';
 import { KeyedLock } from '../keyed-lock.js';
 import type { Logger } from '../log.js';
@@ -22,6 +21,7 @@ import { EmailTokens, hashEmailToken, type EmailTokenSettings } from './email-to
 import { AccountsErrors, credentialsError, invalidLoginToken, notLoggedIn } from './errors.js';
 import { Identifier, runLoginHandlers, passwordMatches, type LoginContext, type LoginResult } from './login-handlers.js';
 import { LoginSessions } from './login-sessions.js';
+import { checkProfile, MAX_PROFILE_BYTES } from './profile.js';
 import { logMailer, smtpMailer, type Mailer } from './mailer.js';
 import { DEFAULT_BCRYPT_ROUNDS, hasPassword, METEOR_ARGON2, PasswordHasher, passwordPattern, type Argon2Params, type PasswordInput } from './password.js';
 import { hashLoginToken, ResumeTokens, stampedToken, tokenLifetimeMs, type StampedToken } from './resume-tokens.js';
@@ -119,8 +119,6 @@ const isLoginMethod = (name: string) => LOGIN_METHODS.includes(name);
 const ADDRESS_RATE_LIMIT: RateLimitWindow = { numRequests: 60, intervalMs: 60_000 };
 /** Reset mails to one address: each forgotPassword call from any connection or address mailed the victim again. */
 const FORGOT_PASSWORD_LIMIT: RateLimitWindow = { numRequests: 3, intervalMs: 3_600_000 };
-/** A profile is a name, a picture's URL, a few settings; 1 MiB ones made a signup flood cost gigabytes of store. */
-const MAX_PROFILE_BYTES = 16 * 1024;
 
 /** Signups under way in this process, by the names they claim (case ignored, as the duplicate check does). */
 const signups = new KeyedLock();
@@ -327,12 +325,6 @@ export class Accounts {
     if (!allowed) throw TOO_MANY_REQUESTS({ seconds: Math.ceil(timeToReset / 1000) }, { timeToReset });
   }
 
-  /** Refuses a client's createUser whose profile is over maxProfileBytes. */
-  private checkProfileSize(options: CreateUserOptions): void {
-    if (options.profile === undefined) return;
-    if (Buffer.byteLength(EJSON.stringify(options.profile)) > this.maxProfileBytes) throw AccountsErrors.profileTooLarge({ limit: this.maxProfileBytes });
-  }
-
   private async insertCheckingDuplicates(user: User, options: CreateUserOptions): Promise<string> {
     const { username, email } = options;
     if (username) user.username = username;
@@ -486,7 +478,7 @@ export class Accounts {
         return accounts.loginMethod(this, 'createUser', [options], async () => {
           check(options, Object);
           if (accounts.options.forbidClientAccountCreation) return { type: 'password', error: AccountsErrors.signupsForbidden() };
-          accounts.checkProfileSize(options as CreateUserOptions);
+          checkProfile((options as CreateUserOptions).profile, accounts.maxProfileBytes);
           return { type: 'password', userId: await accounts.createUserVerifyingEmail(options as CreateUserOptions, this.connection.clientAddress) };
         });
       },
