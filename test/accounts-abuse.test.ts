@@ -138,6 +138,21 @@ describe('accounts under abuse (embedded store)', () => {
     }
   });
 
+  it('does not count resume logins per address: every client behind one NAT resumes at once when the server restarts', async () => {
+    const t = await accountsServer(opened.database, { addressRateLimit: { numRequests: 1, intervalMs: 60_000 } });
+    try {
+      await t.accounts.createUser({ username: 'resumer', password: 'pw' });
+      const [first] = await eachOnItsOwnConnection(t.wsUrl, 'login', [{ user: { username: 'resumer' }, password: 'pw' }]);
+      const { token, id } = first!.result as { token: string; id: string };
+      const resumes = await eachOnItsOwnConnection(t.wsUrl, 'login', Array.from({ length: 8 }, () => ({ resume: token })));
+      assert.deepEqual(resumes.map((r) => (r.result as Message | undefined)?.id), Array.from({ length: 8 }, () => id));
+      const [again] = await eachOnItsOwnConnection(t.wsUrl, 'login', [{ user: { username: 'resumer' }, password: 'pw' }]);
+      assert.equal(errorOf(again!)?.error, 'too-many-requests', 'a password login is counted');
+    } finally {
+      await t.close();
+    }
+  });
+
   it('mails one address at most 3 password resets an hour, whichever connections ask, and refuses unknown addresses alike', async () => {
     const mails: AccountsEmail[] = [];
     const t = await accountsServer(opened.database, { defaultRateLimit: false, mailer: (m) => void mails.push(m) });

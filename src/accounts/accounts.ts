@@ -11,7 +11,8 @@ import type { Database } from '../collections/database.js';
 import { Random } from '../ddp/random.js';
 import { KeyedLock } from '../keyed-lock.js';
 import type { Logger } from '../log.js';
-import { checkRule, rateLimiter, TOO_MANY_REQUESTS, type RateLimitReply } from '../rate-limit/index.js';
+import { rateLimiter } from '../rate-limit/index.js';
+import { addressGroup } from '../server/address-group.js';
 import type { PerseidServer } from '../server/app.js';
 import type { ConnectionHandle } from '../server/connection-handle.js';
 import type { MethodInvocation } from '../server/method-invocation.js';
@@ -19,6 +20,7 @@ import type { Subscription } from '../server/subscription.js';
 import { check, Match, type Pattern } from '../validation/check.js';
 import { EmailTokens, hashEmailToken, type EmailTokenSettings } from './email-tokens.js';
 import { AccountsErrors, credentialsError, invalidLoginToken, notLoggedIn } from './errors.js';
+import { KeyLimit, type RateLimitWindow } from './key-limit.js';
 import { Identifier, runLoginHandlers, passwordMatches, type LoginContext, type LoginResult } from './login-handlers.js';
 import { LoginSessions } from './login-sessions.js';
 import { checkProfile, MAX_PROFILE_BYTES } from './profile.js';
@@ -56,7 +58,7 @@ export interface AccountsOptions {
   sendVerificationEmail?: boolean;
   /** The default rate limit on login, createUser, resetPassword and forgotPassword: Meteor's rule (5 calls per 10 s per connection) and addressRateLimit (default true). */
   defaultRateLimit?: boolean;
-  /** The default limit's second rule: calls to those methods per client address (an IPv6 /64), over all its connections (default 60 per minute; false: none). */
+  /** The default limit's second part: calls to those methods per client address (an IPv6 /64) over all its connections, resume logins not counted (default 60 per minute; false: none). */
   addressRateLimit?: RateLimitWindow | false;
   /** Password reset e-mails forgotPassword sends to one address (default 3 per hour; false: no limit). */
   forgotPasswordLimit?: RateLimitWindow | false;
@@ -73,12 +75,6 @@ export interface AccountsOptions {
   emailFrom?: string;
   /** How often expired tokens are purged (default 10 minutes). */
   purgeIntervalMs?: number;
-}
-
-/** A rate limit's count and window: `numRequests` calls per `intervalMs`. */
-export interface RateLimitWindow {
-  numRequests: number;
-  intervalMs: number;
 }
 
 /** A login attempt as the hooks see it (Meteor's shape). */
@@ -110,11 +106,12 @@ export interface LoginReply {
 type Hook<T, R = unknown> = (value: T) => R | Promise<R>;
 
 const LOGIN_METHODS = ['login', 'createUser', 'resetPassword', 'forgotPassword'];
-const isLoginMethod = (name: string) => LOGIN_METHODS.includes(name);
 
 /**
  * Per client address, over all its connections: Meteor's rule counts per connection only, so a client opening a new
- * connection every 5 calls created some 18,000 users a minute from one address (or tried as many passwords).
+ * connection every 5 calls created some 18,000 users a minute from one address (or tried as many passwords). Resume
+ * logins are not counted: every client behind one NAT resumes at once when the server restarts, and a refused resume
+ * logs a Meteor client out.
  */
 const ADDRESS_RATE_LIMIT: RateLimitWindow = { numRequests: 60, intervalMs: 60_000 };
 /** Reset mails to one address: each forgotPassword call from any connection or address mailed the victim again. */
@@ -139,8 +136,10 @@ export class Accounts {
   private readonly options: AccountsOptions;
   private readonly passwordPattern: Pattern;
   private readonly maxProfileBytes: number;
-  /** Counts forgotPassword's mails per address; made at the first call (it makes the server's rate limiter). */
-  private resetMailLimit: ((address: string) => Promise<RateLimitReply>) | undefined;
+  /** Login methods per client address; undefined when off or removed. */
+  private addressLimit: KeyLimit | undefined;
+  /** forgotPassword's mails per e-mail address; undefined when off. */
+  private readonly resetMailLimit: KeyLimit | undefined;
   private onCreateUserHook: ((options: CreateUserOptions, user: User) => User | Promise<User>) | undefined;
   private readonly validateNewUserHooks: Array<Hook<User, boolean>> = [];
   private readonly validateLoginHooks: Array<Hook<LoginAttempt, boolean>> = [];
@@ -165,8 +164,10 @@ export class Accounts {
     if (!(Number.isInteger(this.maxProfileBytes) && this.maxProfileBytes >= 0)) {
       throw new TypeError(`accounts: maxProfileBytes must be a whole number of bytes (got ${String(options.maxProfileBytes)})`);
     }
-    const mails = options.forgotPasswordLimit;
-    if (mails) checkRule({}, mails.numRequests, mails.intervalMs, undefined);
+    const perAddress = options.addressRateLimit ?? ADDRESS_RATE_LIMIT;
+    if ((options.defaultRateLimit ?? true) && perAddress) this.addressLimit = new KeyLimit(server, 'login methods per client address', perAddress);
+    const mails = options.forgotPasswordLimit ?? FORGOT_PASSWORD_LIMIT;
+    if (mails) this.resetMailLimit = new KeyLimit(server, 'forgotPassword mails per e-mail address', mails);
     this.tokens = new ResumeTokens(this.users, tokenLifetimeMs(options), this.log, options.maxLoginTokensPerUser);
     this.sessions = new LoginSessions(this.users, this.log);
     this.passwordPattern = passwordPattern(options.passwordMaxLength ?? 256);
@@ -226,12 +227,13 @@ export class Accounts {
     this.logoutHooks.push(hook);
   }
 
-  /** Removes the default rate limit on login methods (Meteor's rule and the per-address one). */
+  /** Removes the default rate limit on login methods (Meteor's rule and the per-address limit). */
   removeDefaultRateLimit(): boolean {
-    if (this.defaultRules.length === 0) return false;
-    const limiter = rateLimiter(this.server);
-    const removed = this.defaultRules.map((id) => limiter.removeRule(id)).every(Boolean);
-    this.defaultRules = [];
+    const hadAddressLimit = this.addressLimit !== undefined;
+    this.addressLimit = undefined;
+    if (!this.defaultRule) return hadAddressLimit;
+    const removed = rateLimiter(this.server).removeRule(this.defaultRule);
+    this.defaultRule = undefined;
     return removed;
   }
 
@@ -307,22 +309,15 @@ export class Accounts {
 
   // ---- internals ----
 
-  private defaultRules: string[] = [];
+  private defaultRule: string | undefined;
 
   private addDefaultRateLimit(): void {
-    const limiter = rateLimiter(this.server);
-    this.defaultRules.push(limiter.addRule({ type: 'method', name: isLoginMethod, connectionId: () => true }, 5, 10000));
-    const perAddress = this.options.addressRateLimit ?? ADDRESS_RATE_LIMIT;
-    if (perAddress) this.defaultRules.push(limiter.addRule({ type: 'method', name: isLoginMethod, clientAddress: () => true }, perAddress.numRequests, perAddress.intervalMs));
+    this.defaultRule = rateLimiter(this.server).addRule({ type: 'method', name: (name: string) => LOGIN_METHODS.includes(name), connectionId: () => true }, 5, 10000);
   }
 
-  /** Refuses a forgotPassword past forgotPasswordLimit's mails to `email`, counted whether or not a user has it. */
-  private async limitResetMails(email: string): Promise<void> {
-    const limit = this.options.forgotPasswordLimit ?? FORGOT_PASSWORD_LIMIT;
-    if (!limit) return;
-    this.resetMailLimit ??= rateLimiter(this.server).keyLimit('forgotPassword e-mail', limit.numRequests, limit.intervalMs);
-    const { allowed, timeToReset } = await this.resetMailLimit(email.toLowerCase());
-    if (!allowed) throw TOO_MANY_REQUESTS({ seconds: Math.ceil(timeToReset / 1000) }, { timeToReset });
+  /** Counts a login method's call against its client's address (addressRateLimit). */
+  private limitAddress(connection: ConnectionHandle): Promise<void> | undefined {
+    return this.addressLimit?.hit(addressGroup(connection.clientAddress ?? ''));
   }
 
   private async insertCheckingDuplicates(user: User, options: CreateUserOptions): Promise<string> {
@@ -442,6 +437,8 @@ export class Accounts {
       async login(this: MethodInvocation, options: unknown) {
         await accounts.ready;
         check(options, Object);
+        // A resume is not counted: resumeHandler runs first, and takes any login with a resume token.
+        if (!(options as Record<string, unknown>).resume) await accounts.limitAddress(this.connection);
         const result = await runLoginHandlers(accounts.ctx, options as Record<string, unknown>, this.connection.clientAddress);
         return accounts.attemptLogin(this, 'login', [options], result);
       },
@@ -474,7 +471,8 @@ export class Accounts {
         await accounts.tokens.destroyOthers(this.userId, accounts.sessions.hashedTokenOf(this.connection.id));
       },
 
-      createUser(this: MethodInvocation, options: unknown) {
+      async createUser(this: MethodInvocation, options: unknown) {
+        await accounts.limitAddress(this.connection);
         return accounts.loginMethod(this, 'createUser', [options], async () => {
           check(options, Object);
           if (accounts.options.forbidClientAccountCreation) return { type: 'password', error: AccountsErrors.signupsForbidden() };
@@ -500,18 +498,21 @@ export class Accounts {
         return { passwordChanged: true };
       },
 
-      async forgotPassword(options: unknown) {
+      async forgotPassword(this: MethodInvocation, options: unknown) {
+        await accounts.limitAddress(this.connection);
         check(options, { email: Identifier });
         const { email } = options as { email: string };
-        await accounts.limitResetMails(email);
+        // Counted whether or not a user has the address, so a refusal does not tell which accounts exist.
+        await accounts.resetMailLimit?.hit(email.toLowerCase());
         const user = await accounts.findUserByEmail(email);
         if (!user) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.userNotFound);
         const address = (user.emails ?? []).map((e) => e.address).find((a) => a.toLowerCase() === email.toLowerCase());
         await accounts.sendResetPasswordEmail(user._id, address);
       },
 
-      resetPassword(this: MethodInvocation, token: unknown, newPassword: unknown) {
+      async resetPassword(this: MethodInvocation, token: unknown, newPassword: unknown) {
         const { connection } = this;
+        await accounts.limitAddress(connection);
         return accounts.loginMethod(this, 'resetPassword', [token, newPassword], async () => {
           check(token, String);
           check(newPassword, accounts.passwordPattern);

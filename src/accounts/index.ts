@@ -27,7 +27,8 @@ export function accounts(server: PerseidServer, options: AccountsOptions = {}): 
   return existing.accounts;
 }
 
-export { Accounts, type AccountsOptions, type LoginAttempt, type CreateUserOptions, type LoginReply, type RateLimitWindow } from './accounts.js';
+export { Accounts, type AccountsOptions, type LoginAttempt, type CreateUserOptions, type LoginReply } from './accounts.js';
+export type { RateLimitWindow } from './key-limit.js';
 export { AccountsErrors } from './errors.js';
 export type { User, UserEmail, LoginToken } from './users.js';
 export type { Mailer, AccountsEmail } from './mailer.js';

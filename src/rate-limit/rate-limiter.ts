@@ -214,7 +214,10 @@ export class RateLimiter {
     return async (key) => {
       const [{ count, timeToReset }] = (await this.hits([[window, key]])) as [Hit];
       const allowed = count <= numRequests;
-      if (!allowed) rateLimitMetrics.refused.inc();
+      if (!allowed) {
+        rateLimitMetrics.refused.inc();
+        this.refusals.refusedOne({ limit: name, key });
+      }
       return { allowed, timeToReset, numInvocationsLeft: Math.max(0, numRequests - count) };
     };
   }
