@@ -1,6 +1,7 @@
 /**
  * Accounts under abuse an operator must survive, over the wire: sign-ups
- * racing for one name in different case, a client reconnecting to get past
+ * racing for one name in different case (on the embedded store,
+ * mongo-java-server and FerretDB), a client reconnecting to get past
  * the per-connection limit, oversized profiles, and one victim's address
  * mailed again and again through forgotPassword, on one server or several
  * sharing their rate limits in Redis.
@@ -14,10 +15,10 @@ import type { AccountsEmail } from '../src/accounts/mailer.js';
 import { Random } from '../src/ddp/random.js';
 import { rateLimiter, RedisRateLimitStore } from '../src/rate-limit/index.js';
 import { createServer } from '../src/server/app.js';
-import { embeddedTarget } from './databases.js';
+import { embeddedTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { accountsServer, call, errorOf } from './accounts-helpers.js';
 import { RawPeer, type Message } from './helpers.js';
-import { needsServices } from './skips.js';
+import { needsServices, skipOnMissing } from './skips.js';
 
 /** `count` spellings of `name` differing only in case (Alice, aLice, ALice, ...). */
 function caseVariants(name: string, count: number): string[] {
@@ -42,25 +43,6 @@ describe('accounts under abuse (embedded store)', () => {
     opened = await embeddedTarget().open();
   });
   after(() => opened.cleanup());
-
-  it('gives a name to exactly one of 20 sign-ups racing for it in different case', async () => {
-    const t = await accountsServer(opened.database, { defaultRateLimit: false });
-    try {
-      for (const name of ['alice', 'bobby', 'carol']) {
-        const results = await eachOnItsOwnConnection(
-          t.wsUrl,
-          'createUser',
-          caseVariants(name, 20).map((username) => ({ username })),
-        );
-        const succeeded = results.filter((r) => r.error === undefined);
-        assert.equal(succeeded.length, 1, `${name}: ${JSON.stringify(results.map((r) => errorOf(r)?.reason ?? 'ok'))}`);
-        const stored = await t.accounts.users.find({ username: new RegExp(`^${name}$`, 'i') }).fetchAsync();
-        assert.deepEqual(stored.map((u) => u._id), [(succeeded[0]!.result as Message).id]);
-      }
-    } finally {
-      await t.close();
-    }
-  });
 
   it('refuses a profile over maxProfileBytes (16 KiB by default), or with a key FerretDB refuses, in one line, and stores nothing', async () => {
     const t = await accountsServer(opened.database, { defaultRateLimit: false });
@@ -208,3 +190,32 @@ describe('accounts under abuse (embedded store)', () => {
     }
   });
 });
+
+// The race does not depend on the store, and each store answers the duplicate check on its own: all three.
+const { targets, missing } = await mongoTargets();
+const stores: DatabaseTarget[] = [embeddedTarget(), ...['mongo-java-server', 'ferretdb'].flatMap((server) => targets.find((t) => t.server === server && t.source === 'poll') ?? [])];
+skipOnMissing('accounts: sign-ups racing for one name', missing);
+for (const store of stores) {
+  describe(`accounts: sign-ups racing for one name on ${store.label}`, () => {
+    it('gives the name to exactly one of 20 sign-ups racing for it in different case', async () => {
+      const opened = await store.open();
+      const t = await accountsServer(opened.database, { defaultRateLimit: false });
+      try {
+        for (const name of ['alice', 'bobby', 'carol']) {
+          const results = await eachOnItsOwnConnection(
+            t.wsUrl,
+            'createUser',
+            caseVariants(name, 20).map((username) => ({ username })),
+          );
+          const succeeded = results.filter((r) => r.error === undefined);
+          assert.equal(succeeded.length, 1, `${name}: ${JSON.stringify(results.map((r) => errorOf(r)?.reason ?? 'ok'))}`);
+          const stored = await t.accounts.users.find({ username: new RegExp(`^${name}$`, 'i') }).fetchAsync();
+          assert.deepEqual(stored.map((u) => u._id), [(succeeded[0]!.result as Message).id]);
+        }
+      } finally {
+        await t.close();
+        await opened.cleanup();
+      }
+    });
+  });
+}
