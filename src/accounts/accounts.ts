@@ -9,8 +9,10 @@
 import type { Collection } from '../collections/collection.js';
 import type { Database } from '../collections/database.js';
 import { Random } from '../ddp/random.js';
+import { KeyedLock } from '../keyed-lock.js';
 import type { Logger } from '../log.js';
 import { rateLimiter } from '../rate-limit/index.js';
+import { addressGroup } from '../server/address-group.js';
 import type { PerseidServer } from '../server/app.js';
 import type { ConnectionHandle } from '../server/connection-handle.js';
 import type { MethodInvocation } from '../server/method-invocation.js';
@@ -18,8 +20,10 @@ import type { Subscription } from '../server/subscription.js';
 import { check, Match, type Pattern } from '../validation/check.js';
 import { EmailTokens, hashEmailToken, type EmailTokenSettings } from './email-tokens.js';
 import { AccountsErrors, credentialsError, invalidLoginToken, notLoggedIn } from './errors.js';
+import { KeyLimit, type RateLimitWindow } from './key-limit.js';
 import { Identifier, runLoginHandlers, passwordMatches, type LoginContext, type LoginResult } from './login-handlers.js';
 import { LoginSessions } from './login-sessions.js';
+import { checkProfile, MAX_PROFILE_BYTES } from './profile.js';
 import { logMailer, smtpMailer, type Mailer } from './mailer.js';
 import { DEFAULT_BCRYPT_ROUNDS, hasPassword, METEOR_ARGON2, PasswordHasher, passwordPattern, type Argon2Params, type PasswordInput } from './password.js';
 import { hashLoginToken, ResumeTokens, stampedToken, tokenLifetimeMs, type StampedToken } from './resume-tokens.js';
@@ -52,8 +56,14 @@ export interface AccountsOptions {
   defaultFieldSelector?: Record<string, 0 | 1>;
   /** Mail a verification link (an enrollment link if it has no password) to the e-mail of each user the createUser method makes. */
   sendVerificationEmail?: boolean;
-  /** Meteor's default rule: 5 calls per 10 s per connection to login, createUser, resetPassword, forgotPassword (default true). */
+  /** The default rate limit on login, createUser, resetPassword and forgotPassword: Meteor's rule (5 calls per 10 s per connection) and addressRateLimit (default true). */
   defaultRateLimit?: boolean;
+  /** The default limit's second part: calls to those methods per client address (an IPv6 /64) over all its connections, resume logins not counted (default 60 per minute; false: none). */
+  addressRateLimit?: RateLimitWindow | false;
+  /** Password reset e-mails forgotPassword sends to one address (default 3 per hour; false: no limit). */
+  forgotPasswordLimit?: RateLimitWindow | false;
+  /** Largest profile a client's createUser may give, in bytes of JSON (default 16 KiB). */
+  maxProfileBytes?: number;
   /** The app's URL, for the links in e-mails (default ROOT_URL, else http://localhost:<the port the server listens on>, as Meteor's). */
   siteUrl?: string;
   /** The links in e-mails, as Meteor's `Accounts.urls` (default `<siteUrl>/#/reset-password/<token>`, `#/enroll-account/`, `#/verify-email/`). */
@@ -97,6 +107,19 @@ type Hook<T, R = unknown> = (value: T) => R | Promise<R>;
 
 const LOGIN_METHODS = ['login', 'createUser', 'resetPassword', 'forgotPassword'];
 
+/**
+ * Per client address, over all its connections: Meteor's rule counts per connection only, so a client opening a new
+ * connection every 5 calls created some 18,000 users a minute from one address (or tried as many passwords). Resume
+ * logins are not counted: every client behind one NAT resumes at once when the server restarts, and a refused resume
+ * logs a Meteor client out.
+ */
+const ADDRESS_RATE_LIMIT: RateLimitWindow = { numRequests: 60, intervalMs: 60_000 };
+/** Reset mails to one address: each forgotPassword call from any connection or address mailed the victim again. */
+const FORGOT_PASSWORD_LIMIT: RateLimitWindow = { numRequests: 3, intervalMs: 3_600_000 };
+
+/** Signups under way in this process, by the names they claim (case ignored, as the duplicate check does). */
+const signups = new KeyedLock();
+
 /** The port the server listens on, once it does. */
 function listeningPort(server: PerseidServer): number | undefined {
   const address = server.httpServer.address();
@@ -112,6 +135,11 @@ export class Accounts {
   private readonly ctx: LoginContext;
   private readonly options: AccountsOptions;
   private readonly passwordPattern: Pattern;
+  private readonly maxProfileBytes: number;
+  /** Login methods per client address; undefined when off or removed. */
+  private addressLimit: KeyLimit | undefined;
+  /** forgotPassword's mails per e-mail address; undefined when off. */
+  private readonly resetMailLimit: KeyLimit | undefined;
   private onCreateUserHook: ((options: CreateUserOptions, user: User) => User | Promise<User>) | undefined;
   private readonly validateNewUserHooks: Array<Hook<User, boolean>> = [];
   private readonly validateLoginHooks: Array<Hook<LoginAttempt, boolean>> = [];
@@ -132,6 +160,14 @@ export class Accounts {
     if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && maxTokens >= 1)) {
       throw new TypeError(`accounts: maxLoginTokensPerUser must be a whole number of at least 1 (got ${String(maxTokens)})`);
     }
+    this.maxProfileBytes = options.maxProfileBytes ?? MAX_PROFILE_BYTES;
+    if (!(Number.isInteger(this.maxProfileBytes) && this.maxProfileBytes >= 0)) {
+      throw new TypeError(`accounts: maxProfileBytes must be a whole number of bytes (got ${String(options.maxProfileBytes)})`);
+    }
+    const perAddress = options.addressRateLimit ?? ADDRESS_RATE_LIMIT;
+    if ((options.defaultRateLimit ?? true) && perAddress) this.addressLimit = new KeyLimit(server, 'login methods per client address', perAddress);
+    const mails = options.forgotPasswordLimit ?? FORGOT_PASSWORD_LIMIT;
+    if (mails) this.resetMailLimit = new KeyLimit(server, 'forgotPassword mails per e-mail address', mails);
     this.tokens = new ResumeTokens(this.users, tokenLifetimeMs(options), this.log, options.maxLoginTokensPerUser);
     this.sessions = new LoginSessions(this.users, this.log);
     this.passwordPattern = passwordPattern(options.passwordMaxLength ?? 256);
@@ -191,9 +227,11 @@ export class Accounts {
     this.logoutHooks.push(hook);
   }
 
-  /** Removes Meteor's default rate limit on login methods. */
+  /** Removes the default rate limit on login methods (Meteor's rule and the per-address limit). */
   removeDefaultRateLimit(): boolean {
-    if (!this.defaultRule) return false;
+    const hadAddressLimit = this.addressLimit !== undefined;
+    this.addressLimit = undefined;
+    if (!this.defaultRule) return hadAddressLimit;
     const removed = rateLimiter(this.server).removeRule(this.defaultRule);
     this.defaultRule = undefined;
     return removed;
@@ -277,6 +315,11 @@ export class Accounts {
     this.defaultRule = rateLimiter(this.server).addRule({ type: 'method', name: (name: string) => LOGIN_METHODS.includes(name), connectionId: () => true }, 5, 10000);
   }
 
+  /** Counts a login method's call against its client's address (addressRateLimit). */
+  private limitAddress(connection: ConnectionHandle): Promise<void> | undefined {
+    return this.addressLimit?.hit(addressGroup(connection.clientAddress ?? ''));
+  }
+
   private async insertCheckingDuplicates(user: User, options: CreateUserOptions): Promise<string> {
     const { username, email } = options;
     if (username) user.username = username;
@@ -285,16 +328,21 @@ export class Accounts {
       if (username && (await takenIgnoringCase(this.users, 'username', username, ownId))) throw credentialsError(this.ctx.ambiguous, AccountsErrors.usernameExists);
       if (email && (await takenIgnoringCase(this.users, 'emails.address', email, ownId))) throw credentialsError(this.ctx.ambiguous, AccountsErrors.emailExists);
     };
-    await checkDuplicates();
-    const userId = await this.insertUserDoc(options, user);
-    try {
-      // Again, in case a user differing only in case was inserted meanwhile.
-      await checkDuplicates(userId);
-    } catch (error) {
-      await this.users.removeAsync({ _id: userId });
-      throw error;
-    }
-    return userId;
+    // One signup per name at a time in this process: 20 at once as Alice, alice, ALICE... each found the others
+    // on its second check and removed itself, so none of them got the name. Across servers the second check remains.
+    const names = [username && `username:${username.toUpperCase()}`, email && `email:${email.toUpperCase()}`].filter((key): key is string => Boolean(key));
+    return signups.run(names, async () => {
+      await checkDuplicates();
+      const userId = await this.insertUserDoc(options, user);
+      try {
+        // Again, in case another server inserted a user differing only in case meanwhile.
+        await checkDuplicates(userId);
+      } catch (error) {
+        await this.users.removeAsync({ _id: userId });
+        throw error;
+      }
+      return userId;
+    });
   }
 
   private async insertUserDoc(options: CreateUserOptions, draft: User): Promise<string> {
@@ -389,6 +437,8 @@ export class Accounts {
       async login(this: MethodInvocation, options: unknown) {
         await accounts.ready;
         check(options, Object);
+        // A resume is not counted: resumeHandler runs first, and takes any login with a resume token.
+        if (!(options as Record<string, unknown>).resume) await accounts.limitAddress(this.connection);
         const result = await runLoginHandlers(accounts.ctx, options as Record<string, unknown>, this.connection.clientAddress);
         return accounts.attemptLogin(this, 'login', [options], result);
       },
@@ -421,10 +471,12 @@ export class Accounts {
         await accounts.tokens.destroyOthers(this.userId, accounts.sessions.hashedTokenOf(this.connection.id));
       },
 
-      createUser(this: MethodInvocation, options: unknown) {
+      async createUser(this: MethodInvocation, options: unknown) {
+        await accounts.limitAddress(this.connection);
         return accounts.loginMethod(this, 'createUser', [options], async () => {
           check(options, Object);
           if (accounts.options.forbidClientAccountCreation) return { type: 'password', error: AccountsErrors.signupsForbidden() };
+          checkProfile((options as CreateUserOptions).profile, accounts.maxProfileBytes);
           return { type: 'password', userId: await accounts.createUserVerifyingEmail(options as CreateUserOptions, this.connection.clientAddress) };
         });
       },
@@ -446,17 +498,21 @@ export class Accounts {
         return { passwordChanged: true };
       },
 
-      async forgotPassword(options: unknown) {
+      async forgotPassword(this: MethodInvocation, options: unknown) {
+        await accounts.limitAddress(this.connection);
         check(options, { email: Identifier });
         const { email } = options as { email: string };
+        // Counted whether or not a user has the address, so a refusal does not tell which accounts exist.
+        await accounts.resetMailLimit?.hit(email.toLowerCase());
         const user = await accounts.findUserByEmail(email);
         if (!user) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.userNotFound);
         const address = (user.emails ?? []).map((e) => e.address).find((a) => a.toLowerCase() === email.toLowerCase());
         await accounts.sendResetPasswordEmail(user._id, address);
       },
 
-      resetPassword(this: MethodInvocation, token: unknown, newPassword: unknown) {
+      async resetPassword(this: MethodInvocation, token: unknown, newPassword: unknown) {
         const { connection } = this;
+        await accounts.limitAddress(connection);
         return accounts.loginMethod(this, 'resetPassword', [token, newPassword], async () => {
           check(token, String);
           check(newPassword, accounts.passwordPattern);

@@ -21,6 +21,8 @@ export const AccountsErrors = {
   signupsForbidden: defineError('SIGNUPS_FORBIDDEN', 403, 'Signups forbidden', ['result']),
   needUsernameOrEmail: defineError('NEED_USERNAME_OR_EMAIL', 400, 'Need to set a username or email', ['result']),
   userValidationFailed: defineError('USER_VALIDATION_FAILED', 403, 'User validation failed', ['result']),
+  profileTooLarge: defineError('PROFILE_TOO_LARGE', 400, 'Profile too large: at most {limit} bytes as JSON', ['result']),
+  profileKey: defineError('PROFILE_KEY', 400, 'Profile key {key} may not start with $ or contain a dot', ['result']),
   mustBeLoggedIn: defineError('MUST_BE_LOGGED_IN', 401, 'Must be logged in', ['result']),
   tokenExpired: defineError('TOKEN_EXPIRED', 403, 'Token expired', ['result']),
   tokenInvalidEmail: defineError('TOKEN_INVALID_EMAIL', 403, 'Token has invalid email address', ['result']),

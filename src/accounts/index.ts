@@ -28,6 +28,7 @@ export function accounts(server: PerseidServer, options: AccountsOptions = {}): 
 }
 
 export { Accounts, type AccountsOptions, type LoginAttempt, type CreateUserOptions, type LoginReply } from './accounts.js';
+export type { RateLimitWindow } from './key-limit.js';
 export { AccountsErrors } from './errors.js';
 export type { User, UserEmail, LoginToken } from './users.js';
 export type { Mailer, AccountsEmail } from './mailer.js';

@@ -48,6 +48,7 @@ export function rateLimiter(server: PerseidServer, setup: RateLimiterSetup = {})
 }
 
 export { RateLimiter, TOO_MANY_REQUESTS } from './rate-limiter.js';
+export { checkRule } from './rule-check.js';
 export type { RateLimitInput, RateLimitMatcher, RateLimitReply, RateLimitCallback, ErrorMessage, RateLimiterOptions } from './rate-limiter.js';
 export type { RateLimitStore, RuleWindow, Hit } from './rate-limit.js';
 export { MemoryRateLimitStore } from './rate-limit-memory.js';

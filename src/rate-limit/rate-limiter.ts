@@ -18,7 +18,7 @@ import { addressGroup } from '../server/address-group.js';
 import type { DispatchEvent } from '../server/dispatch-hooks.js';
 import { MemoryRateLimitStore } from './rate-limit-memory.js';
 import { rateLimitMetrics } from './rate-limit-metrics.js';
-import type { RateLimitStore, RuleWindow } from './rate-limit.js';
+import type { Hit, RateLimitStore, RuleWindow } from './rate-limit.js';
 import { checkRule } from './rule-check.js';
 
 /** What a rule sees of a method call or subscription (Meteor's rate limiter input). */
@@ -175,16 +175,7 @@ export class RateLimiter {
     const reply: RateLimitReply = { allowed: true, timeToReset: 0, numInvocationsLeft: Infinity };
     const matched = [...this.rules.values()].filter((rule) => matches(rule, input));
     if (matched.length === 0) return reply;
-    const now = Date.now();
-    const count = (store: RateLimitStore) => Promise.all(matched.map((rule) => store.hit(rule, bucketOf(rule, input), now)));
-    let hits;
-    try {
-      hits = await withDeadline(count(this.store), STORE_DEADLINE_MS, () => new Error(`no answer within ${STORE_DEADLINE_MS} ms`));
-      this.storeWorks(now);
-    } catch (error) {
-      this.storeFailed(error);
-      hits = await count(this.fallback);
-    }
+    const hits = await this.hits(matched.map((rule) => [rule, bucketOf(rule, input)]));
     let decidingRule: Rule | undefined;
     let longestRefusal = 0;
     matched.forEach((rule, i) => {
@@ -211,6 +202,26 @@ export class RateLimiter {
     return { ...reply, message: typeof message === 'function' ? message(reply) : message };
   }
 
+  /**
+   * A limit on what no rule can name, such as the e-mail address a forgotPassword call mails: `numRequests` per
+   * `intervalMs` for each key, counted in this limiter's store (so shared by a cluster through Redis). Returns the
+   * function that counts one event for a key and says whether it is allowed.
+   */
+  keyLimit(name: string, numRequests: number, intervalMs: number): (key: string) => Promise<RateLimitReply> {
+    checkRule({}, numRequests, intervalMs, undefined);
+    const id = `key-${createHash('sha256').update(`${name}|${numRequests}/${intervalMs}`).digest('base64url').slice(0, 16)}`;
+    const window: RuleWindow = { id, intervalMs, createdAt: Date.now() };
+    return async (key) => {
+      const [{ count, timeToReset }] = (await this.hits([[window, key]])) as [Hit];
+      const allowed = count <= numRequests;
+      if (!allowed) {
+        rateLimitMetrics.refused.inc();
+        this.refusals.refusedOne({ limit: name, key });
+      }
+      return { allowed, timeToReset, numInvocationsLeft: Math.max(0, numRequests - count) };
+    };
+  }
+
   /** The dispatch hook (server.beforeDispatch): refuses a call over its limit with `too-many-requests`. */
   readonly hook = async (event: DispatchEvent): Promise<void> => {
     if (this.rules.size === 0) return;
@@ -222,6 +233,20 @@ export class RateLimiter {
   async close(): Promise<void> {
     await this.fallback.close();
     await this.store.close();
+  }
+
+  /** Counts one event in each bucket, in the store, or in this process while the store cannot be reached. */
+  private async hits(buckets: Array<[RuleWindow, string]>): Promise<Hit[]> {
+    const now = Date.now();
+    const count = (store: RateLimitStore) => Promise.all(buckets.map(([rule, bucket]) => store.hit(rule, bucket, now)));
+    try {
+      const hits = await withDeadline(count(this.store), STORE_DEADLINE_MS, () => new Error(`no answer within ${STORE_DEADLINE_MS} ms`));
+      this.storeWorks(now);
+      return hits;
+    } catch (error) {
+      this.storeFailed(error);
+      return count(this.fallback);
+    }
   }
 
   private runCallback(rule: Rule, reply: RateLimitReply, input: RateLimitInput): void {
