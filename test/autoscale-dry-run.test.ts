@@ -196,6 +196,16 @@ describe('perseid autoscale with its registry down at start', () => {
     assert.match(autoscale.output(), /^perseid autoscale: --window-s \(30\) must be at least --hold-s \(60\): [^\n]*\n\nRun `perseid autoscale --help` for usage.\n$/);
   });
 
+  it('--min 0: one line saying no server would be left to report load, before connecting', async () => {
+    const autoscale = spawnPerseid(['autoscale', '--dry-run', '--min', '0'], { MONGO_URL: 'mongodb://127.0.0.1:1/x', REDIS_URL: '' });
+    // Bounded: an autoscaler that accepts the options keeps running against the unreachable registry.
+    const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+    const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+    assert.equal(autoscale.child.signalCode, null, `it did not refuse --min 0:\n${autoscale.output()}`);
+    assert.notEqual(code, 0);
+    assert.match(autoscale.output(), /^perseid autoscale: min must be a whole number, 1 or more: with no server running, none reports load[^\n]*\n\nRun `perseid autoscale --help` for usage.\n$/);
+  });
+
   it('a metrics port in use: one line naming --metrics-port, exit 1', async () => {
     const holder = net.createServer();
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));

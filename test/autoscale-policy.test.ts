@@ -72,6 +72,7 @@ describe('autoscale policy', () => {
   it('refuses configurations that cannot work, saying why', () => {
     assert.equal(configProblem(config), undefined);
     assert.match(configProblem({ ...config, min: 5, max: 4 })!, /max must be/);
+    assert.match(configProblem({ ...config, min: 0 })!, /min must be a whole number, 1 or more: with no server running, none reports load/);
     assert.match(configProblem({ ...config, step: 0 })!, /step/);
     assert.match(configProblem({ ...config, rules: [] })!, /at least one rule/);
     assert.match(configProblem({ ...config, rules: [{ metric: 'sessions', above: 10, below: 10 }] })!, /lower threshold \(10\) must be below/);

@@ -25,7 +25,7 @@ export const autoscaleCommand: CommandSpec = {
     kubernetes: { type: 'string', value: '<deployment>', help: 'Scale this Kubernetes Deployment (needs @kubernetes/client-node)' },
     namespace: { type: 'string', value: '<ns>', help: 'The Deployment\'s namespace (default: the kubeconfig context\'s, else default)' },
     'dry-run': { type: 'boolean', help: 'Decide, print and export, change nothing (the count is what discovery shows)' },
-    min: { type: 'string', default: '1', value: '<n>', help: 'Fewest servers' },
+    min: { type: 'string', default: '1', value: '<n>', help: 'Fewest servers (1 or more: with none, no server would report the load to scale up on)' },
     max: { type: 'string', default: '10', value: '<n>', help: 'Most servers' },
     step: { type: 'string', default: '1', value: '<n>', help: 'Servers added or removed per change' },
     rule: {
