@@ -214,7 +214,11 @@ describe('deploy/kubernetes', () => {
     try {
       let series: Array<{ metric: Record<string, string> }> = [];
       await eventually(async () => {
-        const answer = await fetch(`http://127.0.0.1:${port}/api/v1/query?query=perseid_instance_sessions`).then((r) => r.json() as Promise<{ data: { result: typeof series } }>, () => undefined);
+        assert.equal(prometheus.exitCode, null, 'Prometheus exited');
+        // Until it is ready, Prometheus answers 503 in plain text.
+        const answer = await fetch(`http://127.0.0.1:${port}/api/v1/query?query=perseid_instance_sessions`)
+          .then((r) => (r.ok ? (r.json() as Promise<{ data: { result: typeof series } }>) : undefined))
+          .catch(() => undefined);
         series = answer?.data.result ?? [];
         return series.length > 0;
       }, 'Prometheus to scrape the exporter', 20_000);
