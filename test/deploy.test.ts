@@ -232,6 +232,12 @@ describe('deploy/kubernetes', () => {
     }
   });
 
+  it('the HPA does not remove a pod when a server drops out of discovery for a round (a dry run then exports one fewer)', () => {
+    const behavior = find('HorizontalPodAutoscaler', 'perseid-web').spec!.behavior as { scaleDown: { stabilizationWindowSeconds: number } };
+    // An entry lives 3 announce intervals (6 s); a round (10 s), a scrape (15 s) and the HPA's sync (15 s) come on top.
+    assert.ok(behavior.scaleDown.stabilizationWindowSeconds >= 60, `scale-down window ${behavior.scaleDown.stabilizationWindowSeconds} s`);
+  });
+
   it('gives the autoscaler just the rights its Kubernetes actuator uses', () => {
     const rules = (find('Role', 'perseid-autoscale') as unknown as { rules: Array<{ resources: string[]; verbs: string[] }> }).rules;
     const can = (resource: string, verb: string) => rules.some((r) => r.resources.includes(resource) && r.verbs.includes(verb));
