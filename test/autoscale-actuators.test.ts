@@ -276,6 +276,26 @@ describe('kubernetes actuator (official client, fake API server)', () => {
     }
   });
 
+  it('leaves no pod marked for removal that it does not remove now: a failed scale takes its marks back, a later scale-down an older mark', async () => {
+    const { api, actuator, close } = await backend();
+    const marked = () => [...api.pods].filter(([, pod]) => pod.annotations[DELETION_COST] !== undefined).map(([name]) => name.split('/')[1]);
+    try {
+      api.deployments.get('perseid-test/web')!.replicas = 3;
+      const scale = 'PATCH /apis/apps/v1/namespaces/perseid-test/deployments/web/scale';
+      api.forbidden.add(scale);
+      await assert.rejects(actuator.scaleTo(2, [entry('a', 9, { host: 'pod-0' }), entry('b', 2, { host: 'pod-1' }), entry('c', 5, { host: 'pod-2' })]), /HTTP 403/);
+      assert.deepEqual(marked(), [], 'a scale that failed left its mark');
+      api.forbidden.delete(scale);
+      await actuator.scaleTo(2, [entry('a', 9, { host: 'pod-0' }), entry('b', 2, { host: 'pod-1' }), entry('c', 5, { host: 'pod-2' })]);
+      assert.deepEqual(marked(), ['pod-1']);
+      // The ReplicaSet removed another pod (one not ready goes first): pod-1 stayed, and has taken the most clients since.
+      await actuator.scaleTo(1, [entry('a', 9, { host: 'pod-0' }), entry('b', 40, { host: 'pod-1' })]);
+      assert.deepEqual(marked(), ['pod-0']);
+    } finally {
+      await close();
+    }
+  });
+
   it('says in one line what Kubernetes refused and what to do, gives up on an API server that does not answer, and names a missing configuration', async () => {
     const { api, actuator, close } = await backend();
     try {
