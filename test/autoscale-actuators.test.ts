@@ -303,6 +303,10 @@ describe('kubernetes actuator (official client, fake API server)', () => {
       const refused = await actuator.scaleTo(3, []).then(() => undefined, (error: Error) => error.message);
       assert.match(refused ?? '', /^Kubernetes refused to scale deployment perseid-test\/web to 3 \(HTTP 403: deployments.apps is forbidden: User .* cannot patch .*\): give the autoscaler's service account the rights/);
       assert.doesNotMatch(refused!, /\n/);
+      const kubeconfig = process.env.KUBECONFIG!;
+      writeFileSync(kubeconfig, readFileSync(kubeconfig, 'utf8').replace(/token: .*/, 'token: an-expired-token'));
+      const unknown = await new KubernetesActuator({ deployment: 'web', log }).current([]).then(() => undefined, (error: Error) => error.message);
+      assert.equal(unknown, "Kubernetes refused to read the scale of deployment perseid-test/web (HTTP 401): it did not accept the credentials (a wrong or expired token): check KUBECONFIG's user, or the pod's service account token");
       api.stalled = true;
       const slow = new KubernetesActuator({ deployment: 'web', requestTimeoutMs: 300, log });
       const started = Date.now();

@@ -51,7 +51,13 @@ function oneLine(what: string, error: unknown, timeoutMs: number): Error {
   } catch {
     // Not a Status object: the status code alone says enough.
   }
-  const hint = code === 401 || code === 403 ? ': give the autoscaler\'s service account the rights in deploy/kubernetes/autoscaler.yaml (or check KUBECONFIG\'s user)' : '';
+  // 401: who is asking was not recognised (a wrong or expired token); 403: they were, without the rights.
+  const hint =
+    code === 401
+      ? ': it did not accept the credentials (a wrong or expired token): check KUBECONFIG\'s user, or the pod\'s service account token'
+      : code === 403
+        ? ': give the autoscaler\'s service account the rights in deploy/kubernetes/autoscaler.yaml (or check KUBECONFIG\'s user)'
+        : '';
   return new Error(`Kubernetes refused to ${what} (HTTP ${code}${said ? `: ${said}` : ''})${hint}`);
 }
 
