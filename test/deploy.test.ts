@@ -174,7 +174,9 @@ describe('deploy/kubernetes', () => {
   });
 
   it('scales on metrics the autoscaler really exports: KEDA, the HPA, and Prometheus scraping it (promtool)', { skip: skipUnless(tools.promtool, 'promtool', 'apt-get install prometheus') }, async () => {
-    const exported = new Set((await new AutoscaleMetrics().registry.getMetricsAsJSON()).map((m) => m.name));
+    const afterRound = new AutoscaleMetrics();
+    afterRound.round([], 1, { desired: 1, direction: 'hold', reason: 'within thresholds' }, { unsettledS: 0, scaleFailures: 0 });
+    const exported = new Set((await afterRound.registry.getMetricsAsJSON()).map((m) => m.name));
     const keda = find('ScaledObject', 'perseid-web');
     assert.equal((keda.spec!.scaleTargetRef as { name: string }).name, 'perseid-web');
     const trigger = (keda.spec!.triggers as Array<{ type: string; metadata: { query: string; threshold: string; serverAddress: string } }>)[0]!;
