@@ -212,6 +212,18 @@ describe('perseid autoscale with its registry down at start', () => {
     assert.match(autoscale.output(), /^perseid autoscale: min must be a whole number, 1 or more: with no server running, none reports load[^\n]*\n\nRun `perseid autoscale --help` for usage.\n$/);
   });
 
+  it('--local-arg giving the port, host or public URL --local gives each server: one line, before connecting', async () => {
+    for (const arg of ['--port=4000', '--public-url=http://a.test', '-p4000']) {
+      const autoscale = spawnPerseid(['autoscale', '--local', 'app.js', `--local-arg=${arg}`], { MONGO_URL: 'mongodb://127.0.0.1:1/x', REDIS_URL: '' });
+      // Bounded: an autoscaler that accepts it keeps running against the unreachable registry.
+      const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+      const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+      assert.equal(autoscale.child.signalCode, null, `it accepted ${arg}:\n${autoscale.output()}`);
+      assert.notEqual(code, 0);
+      assert.match(autoscale.output(), new RegExp(`^perseid autoscale: --local-arg ${arg}: --local gives each server its own free port, its host \\(127.0.0.1\\) and its public URL; leave them out\n`));
+    }
+  });
+
   it('a metrics port in use: one line naming --metrics-port, exit 1', async () => {
     const holder = net.createServer();
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));

@@ -96,8 +96,12 @@ async function actuatorFrom(values: Parsed['values'], log: ReturnType<typeof cre
     throw new UsageError(chosen.length ? `choose one of --${chosen.join(', --')}` : 'say how to scale: --local <app>, --scale-command "<cmd {n}>", --kubernetes <deployment> or --dry-run');
   }
   if (typeof values.local === 'string') {
+    const args = (values['local-arg'] as string[] | undefined) ?? [];
+    // Given again, they would win over the ones the actuator gives each server: every server on one port, none where it looks.
+    const taken = args.find((arg) => /^(--port|--host|--public-url)(=|$)|^-p/.test(arg));
+    if (taken) throw new UsageError(`--local-arg ${taken}: --local gives each server its own free port, its host (127.0.0.1) and its public URL; leave them out`);
     const { LocalActuator } = await import('../autoscale/actuator-local.js');
-    return new LocalActuator({ app: resolve(values.local), args: (values['local-arg'] as string[] | undefined) ?? [], log: log.child('local') });
+    return new LocalActuator({ app: resolve(values.local), args, log: log.child('local') });
   }
   if (typeof values['scale-command'] === 'string') {
     if (!values['scale-command'].includes('{n}')) throw new UsageError('--scale-command must contain {n}, where the count goes');
