@@ -175,12 +175,14 @@ describe('perseid autoscale with its registry down at start', () => {
     // No round has read the registry: a desired count of 0 here would have the HPA scale down to its minimum.
     const before = await exported();
     assert.match(before, /perseid_autoscale_scale_failures 0/);
+    assert.ok(Number(/^perseid_autoscale_round_failures (\d+)$/m.exec(before)?.[1]) >= 1, `no failed rounds exported:\n${before}`);
     assert.doesNotMatch(before, /^perseid_autoscale_(desired|current)_instances /m);
     const up = await relay(port, redisUrl!);
     try {
       const seen = () => autoscale.output().split('\n').some((line) => ROUND.test(line)) && /redis connection works again/.test(autoscale.output());
       await eventually(seen, `a round once Redis is up:\n${autoscale.output()}`, 15000);
       await eventually(async () => /^perseid_autoscale_desired_instances 1$/m.test(await exported()), 'the desired count to be exported', 5000);
+      assert.match(await exported(), /^perseid_autoscale_round_failures 0$/m);
       const output = autoscale.output();
       assert.equal(output.match(/redis connection failed/g)?.length, 1, `one line for the connection's failure:\n${output}`);
       assert.match(output, /redis connection works again/);

@@ -20,6 +20,11 @@ export class AutoscaleMetrics {
   private counted = false;
   private readonly unsettled = new Gauge({ name: 'perseid_autoscale_unsettled_seconds', help: 'How long the change under way has been settling (0 when none is): alert when it stays high', registers: [this.registry] });
   private readonly failures = new Gauge({ name: 'perseid_autoscale_scale_failures', help: 'Scales that failed in a row (0 after one that worked)', registers: [this.registry] });
+  private readonly roundFailures = new Gauge({
+    name: 'perseid_autoscale_round_failures',
+    help: 'Rounds that failed in a row (registry or platform unreachable, a scale refused; 0 after one that worked): meanwhile the other figures are the last good round\'s',
+    registers: [this.registry],
+  });
   private readonly changes = new Counter({ name: 'perseid_autoscale_changes_total', help: 'Changes the autoscaler made, by direction (none in a dry run)', labelNames: ['direction'], registers: [this.registry] });
   private readonly sessions = new Gauge({ name: 'perseid_instance_sessions', help: 'DDP sessions open on each server', labelNames: LABELS, registers: [this.registry] });
   private readonly cpu = new Gauge({ name: 'perseid_instance_cpu_percent', help: 'CPU of each server, percent of one core', labelNames: LABELS, registers: [this.registry] });
@@ -54,6 +59,11 @@ export class AutoscaleMetrics {
       this.memory.set(labels, Math.round((s.memoryMb ?? 0) * 1024 * 1024));
       this.methodP95.set(labels, (s.methodP95Ms ?? 0) / 1000);
     }
+  }
+
+  /** Records how many rounds in a row have failed. */
+  failedRounds(count: number): void {
+    this.roundFailures.set(count);
   }
 
   /** Counts a change the actuator made. */

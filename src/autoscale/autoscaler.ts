@@ -83,6 +83,7 @@ export class Autoscaler {
   private unsettled: { since: number; warned: boolean } | undefined;
   /** Scales that failed in a row, and the earliest time to try again. */
   private scaleFailures: { count: number; retryAt: number; reason: string } | undefined;
+  private roundFailures = 0;
 
   constructor(private readonly options: AutoscalerOptions) {
     this.failures = new FailureLog(options.log, 'autoscale round');
@@ -109,8 +110,21 @@ export class Autoscaler {
     await this.running;
   }
 
-  /** One round: figures, decision, action. */
+  /** One round: figures, decision, action; one that fails counts in the exported rounds failed in a row. */
   async round(now = Date.now()): Promise<Round> {
+    try {
+      const round = await this.decideAndAct(now);
+      this.roundFailures = 0;
+      return round;
+    } catch (error) {
+      this.roundFailures++;
+      throw error;
+    } finally {
+      this.options.metrics?.failedRounds(this.roundFailures);
+    }
+  }
+
+  private async decideAndAct(now: number): Promise<Round> {
     const { store, ttlMs, actuator, policy, windowMs } = this.options;
     const servers = (await store.list(ttlMs)).filter((s) => s.role !== 'jobs');
     const current = await actuator.current(servers);
