@@ -93,6 +93,14 @@ describe('deploy/Dockerfile', () => {
     assert.deepEqual(cmd.slice(0, 3), ['node', 'dist/src/cli/main.js', 'start']);
     for (const path of cmd.filter((a) => a.startsWith('dist/'))) assert.ok(existsSync(path), `the image runs ${path}, which the build does not make`);
   });
+
+  it('says to run it with a stop timeout that leaves the drain its time (docker stop kills after 10 s by default)', () => {
+    const drainMs = Number(/PERSEID_DRAIN_MS=(\d+)/.exec(text)![1]);
+    const run = /^#\s+docker run .*$/m.exec(text)?.[0] ?? '';
+    const timeoutS = Number(/--stop-timeout (\d+)/.exec(run)?.[1] ?? 10);
+    // Twice the window: a connection with a method running is closed once it has answered, one more window at most.
+    assert.ok(timeoutS * 1000 > 2 * drainMs, `'${run.trim()}' stops it after ${timeoutS} s, the drain may take ${(2 * drainMs) / 1000} s`);
+  });
 });
 
 describe('the image the Kubernetes autoscaler runs', () => {
