@@ -118,6 +118,9 @@ describe('perseid autoscale --scale-command', { skip: needsServices({ 'mongo-jav
       assert.equal(code, 0, autoscale.output());
       for (let i = 0; i < 40 && running(); i++) await new Promise((r) => setTimeout(r, 50));
       assert.equal(running(), false, 'the scale command still runs');
+      // It stopped the command itself: nothing failed, and nothing is retried.
+      assert.doesNotMatch(autoscale.output(), /round failed; retrying/);
+      assert.match(autoscale.output(), /INFO {2}\[autoscale\] stopped the scale under way: it may have been applied in part to=1\n/);
     } finally {
       if (autoscale.child.exitCode === null) autoscale.child.kill('SIGKILL');
       if (pid && running()) process.kill(pid, 'SIGKILL');
