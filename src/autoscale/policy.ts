@@ -106,6 +106,9 @@ export function decide(input: PolicyInput, config: PolicyConfig): Decision {
   // The rounds of the last holdMs, which must reach back that far.
   const held = samples.filter((s) => s.at >= now - config.holdMs);
   if (samples[0]!.at > now - config.holdMs || held.length === 0) return hold(`figures span less than the ${config.holdMs / 1000} s a rule must hold`);
+  // A round in which no server answered (a change that never settled, servers registering elsewhere) has no figures:
+  // its zeros are not an idle cluster, and would have every rule under its lower threshold.
+  if (held.some((s) => s.servers === 0)) return hold(`no server in discovery within the last ${config.holdMs / 1000} s: no figures to decide from`);
   const since = lastChange ? now - lastChange.at : Infinity;
 
   const over = config.rules.find((rule) => held.every((s) => s.averages[rule.metric] > rule.above));
