@@ -328,4 +328,19 @@ describe('kubernetes actuator (official client, fake API server)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('perseid autoscale --kubernetes with no configuration: one line and exit 1 at start, not a failed round every interval', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'perseid-no-kube-'));
+    try {
+      const autoscale = spawnPerseid(['autoscale', '--kubernetes', 'web', '--interval-s', '0.2'], { HOME: home, KUBECONFIG: '', MONGO_URL: 'mongodb://127.0.0.1:1/x', REDIS_URL: '' });
+      // Bounded: an autoscaler that starts anyway keeps running, its rounds failing.
+      const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+      const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+      assert.equal(autoscale.child.signalCode, null, `it started without a configuration:\n${autoscale.output()}`);
+      assert.equal(code, 1);
+      assert.match(autoscale.output(), /^perseid autoscale: no Kubernetes configuration found: run the autoscaler in a pod [^\n]*\n$/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
 });

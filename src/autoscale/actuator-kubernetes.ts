@@ -148,6 +148,14 @@ export class KubernetesActuator implements Actuator {
     this.options.log.info('scaled the deployment', { deployment: this.options.deployment, namespace, from, to: n });
   }
 
+  /**
+   * Loads the client and the configuration (no request yet): what is missing there (the client, any configuration)
+   * stays missing, so the command says so at start instead of failing every round.
+   */
+  async load(): Promise<void> {
+    await this.connect();
+  }
+
   async close(): Promise<void> {}
 
   private connect(): NonNullable<KubernetesActuator['api']> {

@@ -10,6 +10,7 @@ import { createLogger, redactedUrl, setLogLevel, type LogLevel } from '../log.js
 import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { checkMongoUrls, listenOn, type AddressFlags } from './preflight.js';
 import { openDiscoveryStore } from './scale-out.js';
+import { StartupError } from './startup-error.js';
 
 const DEFAULT_RULES = ['sessions:300:100', 'cpuPercent:70:30'];
 const METRICS_LISTEN: AddressFlags = { port: '--metrics-port or PERSEID_AUTOSCALE_METRICS_PORT', host: '--metrics-host' };
@@ -110,7 +111,12 @@ async function actuatorFrom(values: Parsed['values'], log: ReturnType<typeof cre
   }
   if (typeof values.kubernetes === 'string') {
     const { KubernetesActuator } = await import('../autoscale/actuator-kubernetes.js');
-    return new KubernetesActuator({ deployment: values.kubernetes, namespace: values.namespace as string | undefined, log: log.child('kubernetes') });
+    const actuator = new KubernetesActuator({ deployment: values.kubernetes, namespace: values.namespace as string | undefined, log: log.child('kubernetes') });
+    // Running on without a client or a configuration, it failed every round while its /health said ready.
+    await actuator.load().catch((error: Error) => {
+      throw new StartupError(error.message, error);
+    });
+    return actuator;
   }
   const { DryRunActuator } = await import('../autoscale/actuator-dry-run.js');
   return new DryRunActuator();
