@@ -83,6 +83,7 @@ export class Autoscaler {
   private unsettled: { since: number; warned: boolean } | undefined;
   /** Scales that failed in a row, and the earliest time to try again. */
   private scaleFailures: { count: number; retryAt: number; reason: string } | undefined;
+  /** Rounds that failed in a row (exported). */
   private roundFailures = 0;
 
   constructor(private readonly options: AutoscalerOptions) {

@@ -71,7 +71,6 @@ function shown(metric: Metric, value: number): string {
 
 /** Checks a configuration; returns what is wrong with it, or undefined. */
 export function configProblem(config: PolicyConfig): string | undefined {
-  // No server reports load, so from none the count could never rise again.
   if (!Number.isInteger(config.min) || config.min < 1) return 'min must be a whole number, 1 or more: with no server running, none reports load, so the count would never rise again';
   if (!Number.isInteger(config.max) || config.max < Math.max(1, config.min)) return 'max must be a whole number, at least min and at least 1';
   if (!Number.isInteger(config.step) || config.step < 1) return 'step must be a whole number, 1 or more';
