@@ -118,6 +118,9 @@ describe('perseid autoscale --scale-command', { skip: needsServices({ 'mongo-jav
       assert.equal(code, 0, autoscale.output());
       for (let i = 0; i < 40 && running(); i++) await new Promise((r) => setTimeout(r, 50));
       assert.equal(running(), false, 'the scale command still runs');
+      // It stopped the command itself: nothing failed, and nothing is retried.
+      assert.doesNotMatch(autoscale.output(), /round failed; retrying/);
+      assert.match(autoscale.output(), /INFO {2}\[autoscale\] stopped the scale under way: it may have been applied in part to=1\n/);
     } finally {
       if (autoscale.child.exitCode === null) autoscale.child.kill('SIGKILL');
       if (pid && running()) process.kill(pid, 'SIGKILL');
@@ -276,6 +279,26 @@ describe('kubernetes actuator (official client, fake API server)', () => {
     }
   });
 
+  it('leaves no pod marked for removal that it does not remove now: a failed scale takes its marks back, a later scale-down an older mark', async () => {
+    const { api, actuator, close } = await backend();
+    const marked = () => [...api.pods].filter(([, pod]) => pod.annotations[DELETION_COST] !== undefined).map(([name]) => name.split('/')[1]);
+    try {
+      api.deployments.get('perseid-test/web')!.replicas = 3;
+      const scale = 'PATCH /apis/apps/v1/namespaces/perseid-test/deployments/web/scale';
+      api.forbidden.add(scale);
+      await assert.rejects(actuator.scaleTo(2, [entry('a', 9, { host: 'pod-0' }), entry('b', 2, { host: 'pod-1' }), entry('c', 5, { host: 'pod-2' })]), /HTTP 403/);
+      assert.deepEqual(marked(), [], 'a scale that failed left its mark');
+      api.forbidden.delete(scale);
+      await actuator.scaleTo(2, [entry('a', 9, { host: 'pod-0' }), entry('b', 2, { host: 'pod-1' }), entry('c', 5, { host: 'pod-2' })]);
+      assert.deepEqual(marked(), ['pod-1']);
+      // The ReplicaSet removed another pod (one not ready goes first): pod-1 stayed, and has taken the most clients since.
+      await actuator.scaleTo(1, [entry('a', 9, { host: 'pod-0' }), entry('b', 40, { host: 'pod-1' })]);
+      assert.deepEqual(marked(), ['pod-0']);
+    } finally {
+      await close();
+    }
+  });
+
   it('says in one line what Kubernetes refused and what to do, gives up on an API server that does not answer, and names a missing configuration', async () => {
     const { api, actuator, close } = await backend();
     try {
@@ -283,6 +306,10 @@ describe('kubernetes actuator (official client, fake API server)', () => {
       const refused = await actuator.scaleTo(3, []).then(() => undefined, (error: Error) => error.message);
       assert.match(refused ?? '', /^Kubernetes refused to scale deployment perseid-test\/web to 3 \(HTTP 403: deployments.apps is forbidden: User .* cannot patch .*\): give the autoscaler's service account the rights/);
       assert.doesNotMatch(refused!, /\n/);
+      const kubeconfig = process.env.KUBECONFIG!;
+      writeFileSync(kubeconfig, readFileSync(kubeconfig, 'utf8').replace(/token: .*/, 'token: an-expired-token'));
+      const unknown = await new KubernetesActuator({ deployment: 'web', log }).current([]).then(() => undefined, (error: Error) => error.message);
+      assert.equal(unknown, "Kubernetes refused to read the scale of deployment perseid-test/web (HTTP 401): it did not accept the credentials (a wrong or expired token): check KUBECONFIG's user, or the pod's service account token");
       api.stalled = true;
       const slow = new KubernetesActuator({ deployment: 'web', requestTimeoutMs: 300, log });
       const started = Date.now();
@@ -299,6 +326,21 @@ describe('kubernetes actuator (official client, fake API server)', () => {
     } finally {
       process.env.HOME = home;
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('perseid autoscale --kubernetes with no configuration: one line and exit 1 at start, not a failed round every interval', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'perseid-no-kube-'));
+    try {
+      const autoscale = spawnPerseid(['autoscale', '--kubernetes', 'web', '--interval-s', '0.2'], { HOME: home, KUBECONFIG: '', MONGO_URL: 'mongodb://127.0.0.1:1/x', REDIS_URL: '' });
+      // Bounded: an autoscaler that starts anyway keeps running, its rounds failing.
+      const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+      const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+      assert.equal(autoscale.child.signalCode, null, `it started without a configuration:\n${autoscale.output()}`);
+      assert.equal(code, 1);
+      assert.match(autoscale.output(), /^perseid autoscale: no Kubernetes configuration found: run the autoscaler in a pod [^\n]*\n$/);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
     }
   });
 });

@@ -160,9 +160,10 @@ describe('perseid autoscale with its registry down at start', () => {
     }
   });
 
-  it('Redis: one line per change of state, no ioredis stack, and the rounds resume', { skip: needsServices({ redis: redisUrl }) }, async () => {
-    const port = await freePort();
-    const autoscale = spawnPerseid(['autoscale', '--dry-run', '--interval-s', '0.2'], {
+  it('Redis: one line per change of state, no ioredis stack, no desired count exported before a round, and the rounds resume', { skip: needsServices({ redis: redisUrl }) }, async () => {
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const exported = () => fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => '');
+    const autoscale = spawnPerseid(['autoscale', '--dry-run', '--interval-s', '0.2', '--metrics-port', String(metricsPort)], {
       MONGO_URL: `mongodb://127.0.0.1:1/perseid_dry_run_${Random.id(8).toLowerCase()}`,
       REDIS_URL: `redis://127.0.0.1:${port}`,
       PERSEID_LOG_LEVEL: 'info',
@@ -171,10 +172,17 @@ describe('perseid autoscale with its registry down at start', () => {
     await eventually(() => /redis connection failed; retrying .*ECONNREFUSED/.test(autoscale.output()), `the failure to be logged:\n${autoscale.output()}`, 10000);
     // ioredis retries every few hundred ms: each retry fails the same way, and is not logged again.
     await new Promise((r) => setTimeout(r, 1500));
+    // No round has read the registry: a desired count of 0 here would have the HPA scale down to its minimum.
+    const before = await exported();
+    assert.match(before, /perseid_autoscale_scale_failures 0/);
+    assert.ok(Number(/^perseid_autoscale_round_failures (\d+)$/m.exec(before)?.[1]) >= 1, `no failed rounds exported:\n${before}`);
+    assert.doesNotMatch(before, /^perseid_autoscale_(desired|current)_instances /m);
     const up = await relay(port, redisUrl!);
     try {
       const seen = () => autoscale.output().split('\n').some((line) => ROUND.test(line)) && /redis connection works again/.test(autoscale.output());
       await eventually(seen, `a round once Redis is up:\n${autoscale.output()}`, 15000);
+      await eventually(async () => /^perseid_autoscale_desired_instances 1$/m.test(await exported()), 'the desired count to be exported', 5000);
+      assert.match(await exported(), /^perseid_autoscale_round_failures 0$/m);
       const output = autoscale.output();
       assert.equal(output.match(/redis connection failed/g)?.length, 1, `one line for the connection's failure:\n${output}`);
       assert.match(output, /redis connection works again/);
@@ -194,6 +202,28 @@ describe('perseid autoscale with its registry down at start', () => {
     assert.equal(autoscale.child.signalCode, null, `it did not refuse the options:\n${autoscale.output()}`);
     assert.notEqual(code, 0);
     assert.match(autoscale.output(), /^perseid autoscale: --window-s \(30\) must be at least --hold-s \(60\): [^\n]*\n\nRun `perseid autoscale --help` for usage.\n$/);
+  });
+
+  it('--min 0: one line saying no server would be left to report load, before connecting', async () => {
+    const autoscale = spawnPerseid(['autoscale', '--dry-run', '--min', '0'], { MONGO_URL: 'mongodb://127.0.0.1:1/x', REDIS_URL: '' });
+    // Bounded: an autoscaler that accepts the options keeps running against the unreachable registry.
+    const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+    const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+    assert.equal(autoscale.child.signalCode, null, `it did not refuse --min 0:\n${autoscale.output()}`);
+    assert.notEqual(code, 0);
+    assert.match(autoscale.output(), /^perseid autoscale: min must be a whole number, 1 or more: with no server running, none reports load[^\n]*\n\nRun `perseid autoscale --help` for usage.\n$/);
+  });
+
+  it('--local-arg giving the port, host or public URL --local gives each server: one line, before connecting', async () => {
+    for (const arg of ['--port=4000', '--public-url=http://a.test', '-p4000']) {
+      const autoscale = spawnPerseid(['autoscale', '--local', 'app.js', `--local-arg=${arg}`], { MONGO_URL: 'mongodb://127.0.0.1:1/x', REDIS_URL: '' });
+      // Bounded: an autoscaler that accepts it keeps running against the unreachable registry.
+      const killer = setTimeout(() => autoscale.child.kill('SIGKILL'), 10_000);
+      const code = await exited(autoscale.child).finally(() => clearTimeout(killer));
+      assert.equal(autoscale.child.signalCode, null, `it accepted ${arg}:\n${autoscale.output()}`);
+      assert.notEqual(code, 0);
+      assert.match(autoscale.output(), new RegExp(`^perseid autoscale: --local-arg ${arg}: --local gives each server its own free port, its host \\(127.0.0.1\\) and its public URL; leave them out\n`));
+    }
   });
 
   it('a metrics port in use: one line naming --metrics-port, exit 1', async () => {

@@ -56,6 +56,11 @@ const cases: Case[] = [
   { title: 'waits out the longer down cooldown', input: { current: 3, samples: rounds(idle, idle, idle, idle), lastChange: { at: NOW - 8000, from: 2, to: 3 } }, config: { minSamples: 1, holdMs: 1000 }, expect: { direction: 'hold', desired: 3, reason: /down cooldown has 2 s left/ } },
   { title: 'acts once the cooldown has passed', input: { current: 3, samples: rounds(idle, idle, idle, idle), lastChange: { at: NOW - 10000, from: 2, to: 3 } }, expect: { direction: 'down', desired: 2, reason: /every rule under/ } },
   { title: 'steps by more than one, within the maximum', input: { current: 3, samples: rounds(busy, busy, busy, busy) }, config: { step: 2 }, expect: { direction: 'up', desired: 4, reason: /sessions/ } },
+  {
+    title: 'does not take rounds no server answered in for an idle cluster',
+    input: { current: 3, samples: rounds(idle, idle, {}, {}).map((s, i) => (i < 2 ? s : { ...s, servers: 0 })) },
+    expect: { direction: 'hold', desired: 3, reason: /^no server in discovery within the last 3 s: no figures to decide from$/ },
+  },
   { title: 'steps down by more than one, within the minimum', input: { current: 2, samples: rounds(idle, idle, idle, idle) }, config: { step: 3 }, expect: { direction: 'down', desired: 1, reason: /every rule under/ } },
 ];
 
@@ -72,6 +77,7 @@ describe('autoscale policy', () => {
   it('refuses configurations that cannot work, saying why', () => {
     assert.equal(configProblem(config), undefined);
     assert.match(configProblem({ ...config, min: 5, max: 4 })!, /max must be/);
+    assert.match(configProblem({ ...config, min: 0 })!, /min must be a whole number, 1 or more: with no server running, none reports load/);
     assert.match(configProblem({ ...config, step: 0 })!, /step/);
     assert.match(configProblem({ ...config, rules: [] })!, /at least one rule/);
     assert.match(configProblem({ ...config, rules: [{ metric: 'sessions', above: 10, below: 10 }] })!, /lower threshold \(10\) must be below/);

@@ -11,13 +11,16 @@
  * test and says how to get it.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { parseAllDocuments, parse } from 'yaml';
+import { freePort } from '../scripts/services/process.js';
 import { AutoscaleMetrics } from '../src/autoscale/autoscale-metrics.js';
+import { serveMetrics } from '../src/autoscale/exporter.js';
+import { eventually, exited } from './processes.js';
 import { needs } from './skips.js';
 
 const TOOLS = process.env.PERSEID_DEPLOY_TOOLS ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'perseid', 'deploy-tools');
@@ -35,6 +38,7 @@ const tools = {
   composeCheck: join(TOOLS, 'bin', 'compose-check'),
   haproxy: onPath('haproxy'),
   promtool: onPath('promtool'),
+  prometheus: onPath('prometheus'),
 };
 const skipUnless = (path: string | undefined, what: string, how = INSTALL): string | false => {
   if (path && existsSync(path)) return false;
@@ -88,6 +92,14 @@ describe('deploy/Dockerfile', () => {
     const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(final)![1]!) as string[];
     assert.deepEqual(cmd.slice(0, 3), ['node', 'dist/src/cli/main.js', 'start']);
     for (const path of cmd.filter((a) => a.startsWith('dist/'))) assert.ok(existsSync(path), `the image runs ${path}, which the build does not make`);
+  });
+
+  it('says to run it with a stop timeout that leaves the drain its time (docker stop kills after 10 s by default)', () => {
+    const drainMs = Number(/PERSEID_DRAIN_MS=(\d+)/.exec(text)![1]);
+    const run = /^#\s+docker run .*$/m.exec(text)?.[0] ?? '';
+    const timeoutS = Number(/--stop-timeout (\d+)/.exec(run)?.[1] ?? 10);
+    // Twice the window: a connection with a method running is closed once it has answered, one more window at most.
+    assert.ok(timeoutS * 1000 > 2 * drainMs, `'${run.trim()}' stops it after ${timeoutS} s, the drain may take ${(2 * drainMs) / 1000} s`);
   });
 });
 
@@ -170,7 +182,9 @@ describe('deploy/kubernetes', () => {
   });
 
   it('scales on metrics the autoscaler really exports: KEDA, the HPA, and Prometheus scraping it (promtool)', { skip: skipUnless(tools.promtool, 'promtool', 'apt-get install prometheus') }, async () => {
-    const exported = new Set((await new AutoscaleMetrics().registry.getMetricsAsJSON()).map((m) => m.name));
+    const afterRound = new AutoscaleMetrics();
+    afterRound.round([], 1, { desired: 1, direction: 'hold', reason: 'within thresholds' }, { unsettledS: 0, scaleFailures: 0 });
+    const exported = new Set((await afterRound.registry.getMetricsAsJSON()).map((m) => m.name));
     const keda = find('ScaledObject', 'perseid-web');
     assert.equal((keda.spec!.scaleTargetRef as { name: string }).name, 'perseid-web');
     const trigger = (keda.spec!.triggers as Array<{ type: string; metadata: { query: string; threshold: string; serverAddress: string } }>)[0]!;
@@ -194,6 +208,44 @@ describe('deploy/kubernetes', () => {
     assert.equal(lint.status, 0, `${lint.stdout}${lint.stderr}`);
     assert.match(scrape, /perseid-autoscale\.perseid\.svc:9464/);
     assert.equal((find('Service', 'perseid-autoscale').spec!.ports as Array<{ name: string }>)[0]!.name, 'metrics');
+  });
+
+  it('the shipped scrape config keeps each server\'s instance label (a real Prometheus scraping a real exporter)', { skip: skipUnless(tools.prometheus, 'prometheus', 'apt-get install prometheus') }, async () => {
+    const metrics = new AutoscaleMetrics();
+    metrics.round([{ id: 'web-1', url: 'http://10.0.0.1:3000', host: 'perseid-web-1', balancer: false, sessions: 7, cpuPercent: 10, lagMs: 2, memoryMb: 80, methodP95Ms: 5, updatedAt: Date.now() }], 1, { desired: 1, direction: 'hold', reason: 'within thresholds' }, { unsettledS: 0, scaleFailures: 0 });
+    const exporter = await serveMetrics(metrics.registry, 0, '127.0.0.1');
+    const target = new URL(exporter.url).host;
+    // The shipped job as it is, aimed at this exporter and scraping every second.
+    const scrape = find('ConfigMap', 'prometheus-perseid').data!['prometheus.yml']!.replace('perseid-autoscale.perseid.svc:9464', target).replaceAll('15s', '1s');
+    const config = join(scratch, 'prometheus-live.yml');
+    writeFileSync(config, scrape);
+    const port = await freePort();
+    const prometheus = spawn(tools.prometheus!, [`--config.file=${config}`, `--web.listen-address=127.0.0.1:${port}`, `--storage.tsdb.path=${join(scratch, 'tsdb')}`], { stdio: 'ignore' });
+    try {
+      let series: Array<{ metric: Record<string, string> }> = [];
+      await eventually(async () => {
+        assert.equal(prometheus.exitCode, null, 'Prometheus exited');
+        // Until it is ready, Prometheus answers 503 in plain text.
+        const answer = await fetch(`http://127.0.0.1:${port}/api/v1/query?query=perseid_instance_sessions`)
+          .then((r) => (r.ok ? (r.json() as Promise<{ data: { result: typeof series } }>) : undefined))
+          .catch(() => undefined);
+        series = answer?.data.result ?? [];
+        return series.length > 0;
+      }, 'Prometheus to scrape the exporter', 20_000);
+      // Without honor_labels, Prometheus renames it exported_instance and puts the autoscaler's own address in instance.
+      assert.equal(series[0]!.metric.instance, 'web-1', JSON.stringify(series[0]!.metric));
+      assert.equal(series[0]!.metric.pod, 'perseid-web-1');
+    } finally {
+      prometheus.kill('SIGTERM');
+      await exited(prometheus);
+      await exporter.close();
+    }
+  });
+
+  it('the HPA does not remove a pod when a server drops out of discovery for a round (a dry run then exports one fewer)', () => {
+    const behavior = find('HorizontalPodAutoscaler', 'perseid-web').spec!.behavior as { scaleDown: { stabilizationWindowSeconds: number } };
+    // An entry lives 3 announce intervals (6 s); a round (10 s), a scrape (15 s) and the HPA's sync (15 s) come on top.
+    assert.ok(behavior.scaleDown.stabilizationWindowSeconds >= 60, `scale-down window ${behavior.scaleDown.stabilizationWindowSeconds} s`);
   });
 
   it('gives the autoscaler just the rights its Kubernetes actuator uses', () => {

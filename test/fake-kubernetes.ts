@@ -117,7 +117,11 @@ export class FakeKubernetes {
     if (m && patching) {
       const pod = this.pods.get(`${m[1]}/${m[2]}`);
       if (!pod) return failure(404, 'NotFound', `pods "${m[2]}" not found`);
-      Object.assign(pod.annotations, (recorded.body as { metadata?: { annotations?: Record<string, string> } }).metadata?.annotations ?? {});
+      // A JSON merge patch (RFC 7386): null removes a key.
+      for (const [key, value] of Object.entries((recorded.body as { metadata?: { annotations?: Record<string, string | null> } }).metadata?.annotations ?? {})) {
+        if (value === null) delete pod.annotations[key];
+        else pod.annotations[key] = value;
+      }
       return send(200, { kind: 'Pod', apiVersion: 'v1', metadata: { name: m[2], namespace: m[1], annotations: pod.annotations }, spec: { containers: [] }, status: { phase: 'Running' } });
     }
     return failure(404, 'NotFound', 'the server could not find the requested resource');

@@ -12,7 +12,11 @@
  * server announces, which is its pod's name) with a low
  * `controller.kubernetes.io/pod-deletion-cost`, so the ReplicaSet removes
  * those; each drains on the SIGTERM Kubernetes sends (the manifests' preStop
- * and terminationGracePeriodSeconds leave it the time).
+ * and terminationGracePeriodSeconds leave it the time). A mark outlives a
+ * scale that failed, or a pod the ReplicaSet kept (it removes pods not ready
+ * first), and would pick that pod at a later scale-down however many clients
+ * it has by then: so marks are taken off again when the scale fails, and at
+ * each scale-down from the pods marked before that are not chosen this time.
  */
 import type * as K8s from '@kubernetes/client-node';
 import type { ServerEntry } from '../cluster/discovery-store.js';
@@ -47,7 +51,13 @@ function oneLine(what: string, error: unknown, timeoutMs: number): Error {
   } catch {
     // Not a Status object: the status code alone says enough.
   }
-  const hint = code === 401 || code === 403 ? ': give the autoscaler\'s service account the rights in deploy/kubernetes/autoscaler.yaml (or check KUBECONFIG\'s user)' : '';
+  // 401: who is asking was not recognised (a wrong or expired token); 403: they were, without the rights.
+  const hint =
+    code === 401
+      ? ': it did not accept the credentials (a wrong or expired token): check KUBECONFIG\'s user, or the pod\'s service account token'
+      : code === 403
+        ? ': give the autoscaler\'s service account the rights in deploy/kubernetes/autoscaler.yaml (or check KUBECONFIG\'s user)'
+        : '';
   return new Error(`Kubernetes refused to ${what} (HTTP ${code}${said ? `: ${said}` : ''})${hint}`);
 }
 
@@ -75,6 +85,8 @@ export class KubernetesActuator implements Actuator {
     | undefined;
 
   private readonly timeoutMs: number;
+  /** Pods this actuator marked for removal that may still run. */
+  private readonly marked = new Set<string>();
 
   constructor(private readonly options: KubernetesActuatorOptions) {
     this.timeoutMs = options.requestTimeoutMs ?? 10_000;
@@ -102,23 +114,46 @@ export class KubernetesActuator implements Actuator {
     const { k8s, apps, core, namespace, timeout } = await this.connect();
     const from = await this.current();
     const merge = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch, timeout);
+    const mark = async (pod: string, cost: string | null): Promise<void> => {
+      try {
+        // In a merge patch, null removes the annotation.
+        await call(`${cost === null ? 'unmark' : 'mark'} pod ${namespace}/${pod} for removal`, this.timeoutMs, () =>
+          core.patchNamespacedPod({ name: pod, namespace, body: { metadata: { annotations: { [DELETION_COST]: cost } } } }, merge),
+        );
+        if (cost === null) this.marked.delete(pod);
+        else this.marked.add(pod);
+      } catch (error) {
+        this.options.log.warn(`could not ${cost === null ? 'unmark' : 'mark'} a pod for removal`, { pod, error: (error as Error).message });
+      }
+    };
+    let leaving: string[] = [];
     if (n < from) {
       // The pods to remove first: the least loaded. A pod that cannot be marked is left to the ReplicaSet's own choice.
-      const leaving = leastLoaded(servers, from - n, (s) => typeof s.host === 'string' && s.host !== '');
-      for (const [i, server] of leaving.entries()) {
-        try {
-          await call(`mark pod ${namespace}/${server.host} for removal`, this.timeoutMs, () =>
-            core.patchNamespacedPod({ name: server.host!, namespace, body: { metadata: { annotations: { [DELETION_COST]: String(-1000 + i) } } } }, merge),
-          );
-        } catch (error) {
-          this.options.log.warn('could not mark a pod for removal', { pod: server.host, error: (error as Error).message });
-        }
+      leaving = leastLoaded(servers, from - n, (s) => typeof s.host === 'string' && s.host !== '').map((s) => s.host!);
+      const running = new Set(servers.map((s) => s.host));
+      for (const pod of this.marked) {
+        if (!running.has(pod)) this.marked.delete(pod);
+        else if (!leaving.includes(pod)) await mark(pod, null);
       }
+      for (const [i, pod] of leaving.entries()) await mark(pod, String(-1000 + i));
     }
-    await call(`scale deployment ${namespace}/${this.options.deployment} to ${n}`, this.timeoutMs, () =>
-      apps.patchNamespacedDeploymentScale({ name: this.options.deployment, namespace, body: { spec: { replicas: n } } }, merge),
-    );
+    try {
+      await call(`scale deployment ${namespace}/${this.options.deployment} to ${n}`, this.timeoutMs, () =>
+        apps.patchNamespacedDeploymentScale({ name: this.options.deployment, namespace, body: { spec: { replicas: n } } }, merge),
+      );
+    } catch (error) {
+      for (const pod of leaving) if (this.marked.has(pod)) await mark(pod, null);
+      throw error;
+    }
     this.options.log.info('scaled the deployment', { deployment: this.options.deployment, namespace, from, to: n });
+  }
+
+  /**
+   * Loads the client and the configuration (no request yet): what is missing there (the client, any configuration)
+   * stays missing, so the command says so at start instead of failing every round.
+   */
+  async load(): Promise<void> {
+    await this.connect();
   }
 
   async close(): Promise<void> {}

@@ -12,11 +12,19 @@ const LABELS = ['instance', 'pod', 'url'] as const;
 
 export class AutoscaleMetrics {
   readonly registry = new Registry();
-  private readonly desired = new Gauge({ name: 'perseid_autoscale_desired_instances', help: 'Servers the autoscaler wants, after its policy (min, max, cooldowns)', registers: [this.registry] });
-  private readonly current = new Gauge({ name: 'perseid_autoscale_current_instances', help: 'Servers the platform runs or was last asked for', registers: [this.registry] });
-  private readonly seen = new Gauge({ name: 'perseid_autoscale_servers_seen', help: 'Servers (web and all roles) in discovery at the last round', registers: [this.registry] });
+  // Registered at the first round (see round): unset, a gauge reads 0, and the HPA following a desired count of 0
+  // scales down to its minimum whenever the autoscaler starts with its registry unreachable.
+  private readonly desired = new Gauge({ name: 'perseid_autoscale_desired_instances', help: 'Servers the autoscaler wants, after its policy (min, max, cooldowns)', registers: [] });
+  private readonly current = new Gauge({ name: 'perseid_autoscale_current_instances', help: 'Servers the platform runs or was last asked for', registers: [] });
+  private readonly seen = new Gauge({ name: 'perseid_autoscale_servers_seen', help: 'Servers (web and all roles) in discovery at the last round', registers: [] });
+  private counted = false;
   private readonly unsettled = new Gauge({ name: 'perseid_autoscale_unsettled_seconds', help: 'How long the change under way has been settling (0 when none is): alert when it stays high', registers: [this.registry] });
   private readonly failures = new Gauge({ name: 'perseid_autoscale_scale_failures', help: 'Scales that failed in a row (0 after one that worked)', registers: [this.registry] });
+  private readonly roundFailures = new Gauge({
+    name: 'perseid_autoscale_round_failures',
+    help: 'Rounds that failed in a row (registry or platform unreachable, a scale refused; 0 after one that worked): meanwhile the other figures are the last good round\'s',
+    registers: [this.registry],
+  });
   private readonly changes = new Counter({ name: 'perseid_autoscale_changes_total', help: 'Changes the autoscaler made, by direction (none in a dry run)', labelNames: ['direction'], registers: [this.registry] });
   private readonly sessions = new Gauge({ name: 'perseid_instance_sessions', help: 'DDP sessions open on each server', labelNames: LABELS, registers: [this.registry] });
   private readonly cpu = new Gauge({ name: 'perseid_instance_cpu_percent', help: 'CPU of each server, percent of one core', labelNames: LABELS, registers: [this.registry] });
@@ -31,6 +39,10 @@ export class AutoscaleMetrics {
 
   /** Records one round: the servers seen, the count, the decision, what holds a change up. */
   round(servers: readonly ServerEntry[], current: number, decision: Decision, state: { unsettledS: number; scaleFailures: number }): void {
+    if (!this.counted) {
+      for (const gauge of [this.desired, this.current, this.seen]) this.registry.registerMetric(gauge);
+      this.counted = true;
+    }
     this.desired.set(decision.desired);
     this.unsettled.set(state.unsettledS);
     this.failures.set(state.scaleFailures);
@@ -47,6 +59,11 @@ export class AutoscaleMetrics {
       this.memory.set(labels, Math.round((s.memoryMb ?? 0) * 1024 * 1024));
       this.methodP95.set(labels, (s.methodP95Ms ?? 0) / 1000);
     }
+  }
+
+  /** Records how many rounds in a row have failed. */
+  failedRounds(count: number): void {
+    this.roundFailures.set(count);
   }
 
   /** Counts a change the actuator made. */

@@ -83,6 +83,8 @@ export class Autoscaler {
   private unsettled: { since: number; warned: boolean } | undefined;
   /** Scales that failed in a row, and the earliest time to try again. */
   private scaleFailures: { count: number; retryAt: number; reason: string } | undefined;
+  /** Rounds that failed in a row (exported). */
+  private roundFailures = 0;
 
   constructor(private readonly options: AutoscalerOptions) {
     this.failures = new FailureLog(options.log, 'autoscale round');
@@ -109,8 +111,21 @@ export class Autoscaler {
     await this.running;
   }
 
-  /** One round: figures, decision, action. */
+  /** One round: figures, decision, action; one that fails counts in the exported rounds failed in a row. */
   async round(now = Date.now()): Promise<Round> {
+    try {
+      const round = await this.decideAndAct(now);
+      this.roundFailures = 0;
+      return round;
+    } catch (error) {
+      this.roundFailures++;
+      throw error;
+    } finally {
+      this.options.metrics?.failedRounds(this.roundFailures);
+    }
+  }
+
+  private async decideAndAct(now: number): Promise<Round> {
     const { store, ttlMs, actuator, policy, windowMs } = this.options;
     const servers = (await store.list(ttlMs)).filter((s) => s.role !== 'jobs');
     const current = await actuator.current(servers);
@@ -132,8 +147,8 @@ export class Autoscaler {
       scaleFailures: this.scaleFailures?.count ?? 0,
     });
     if (decision.direction !== 'hold') {
-      await this.scale(now, decision.desired, servers);
-      if (actuator.acts) {
+      const done = await this.scale(now, decision.desired, servers);
+      if (done && actuator.acts) {
         this.changed(now, current, decision.desired);
         this.options.metrics?.changed(decision.direction);
       }
@@ -169,12 +184,20 @@ export class Autoscaler {
     return { desired: current, direction: 'hold', reason: `${decision.reason}, but scaling failed ${times} (${failed.reason}): next try in ${Math.ceil((failed.retryAt - now) / 1000)} s` };
   }
 
-  /** Has the actuator make the count `n`; a failure delays the next try, doubling with each in a row. */
-  private async scale(now: number, n: number, servers: readonly ServerEntry[]): Promise<void> {
+  /**
+   * Has the actuator make the count `n`; a failure delays the next try, doubling with each in a row. Resolves false
+   * when the autoscaler stopped it (its own doing: no failure, nothing to retry).
+   */
+  private async scale(now: number, n: number, servers: readonly ServerEntry[]): Promise<boolean> {
     try {
       await this.options.actuator.scaleTo(n, servers);
       this.scaleFailures = undefined;
+      return true;
     } catch (error) {
+      if (this.stopped) {
+        this.options.log.info('stopped the scale under way: it may have been applied in part', { to: n });
+        return false;
+      }
       const count = (this.scaleFailures?.count ?? 0) + 1;
       const delay = Math.min(MAX_RETRY_DELAY_MS, this.options.intervalMs * 2 ** (count - 1));
       this.scaleFailures = { count, retryAt: now + delay, reason: reasonOf(error) };

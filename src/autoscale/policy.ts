@@ -71,7 +71,7 @@ function shown(metric: Metric, value: number): string {
 
 /** Checks a configuration; returns what is wrong with it, or undefined. */
 export function configProblem(config: PolicyConfig): string | undefined {
-  if (!Number.isInteger(config.min) || config.min < 0) return 'min must be a whole number, 0 or more';
+  if (!Number.isInteger(config.min) || config.min < 1) return 'min must be a whole number, 1 or more: with no server running, none reports load, so the count would never rise again';
   if (!Number.isInteger(config.max) || config.max < Math.max(1, config.min)) return 'max must be a whole number, at least min and at least 1';
   if (!Number.isInteger(config.step) || config.step < 1) return 'step must be a whole number, 1 or more';
   if (config.rules.length === 0) return 'give at least one rule';
@@ -105,6 +105,9 @@ export function decide(input: PolicyInput, config: PolicyConfig): Decision {
   // The rounds of the last holdMs, which must reach back that far.
   const held = samples.filter((s) => s.at >= now - config.holdMs);
   if (samples[0]!.at > now - config.holdMs || held.length === 0) return hold(`figures span less than the ${config.holdMs / 1000} s a rule must hold`);
+  // A round in which no server answered (a change that never settled, servers registering elsewhere) has no figures:
+  // its zeros are not an idle cluster, and would have every rule under its lower threshold.
+  if (held.some((s) => s.servers === 0)) return hold(`no server in discovery within the last ${config.holdMs / 1000} s: no figures to decide from`);
   const since = lastChange ? now - lastChange.at : Infinity;
 
   const over = config.rules.find((rule) => held.every((s) => s.averages[rule.metric] > rule.above));

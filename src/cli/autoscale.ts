@@ -10,6 +10,7 @@ import { createLogger, redactedUrl, setLogLevel, type LogLevel } from '../log.js
 import { integerOption, numberOption, UsageError, type CommandSpec, type Parsed } from './args.js';
 import { checkMongoUrls, listenOn, type AddressFlags } from './preflight.js';
 import { openDiscoveryStore } from './scale-out.js';
+import { StartupError } from './startup-error.js';
 
 const DEFAULT_RULES = ['sessions:300:100', 'cpuPercent:70:30'];
 const METRICS_LISTEN: AddressFlags = { port: '--metrics-port or PERSEID_AUTOSCALE_METRICS_PORT', host: '--metrics-host' };
@@ -25,7 +26,7 @@ export const autoscaleCommand: CommandSpec = {
     kubernetes: { type: 'string', value: '<deployment>', help: 'Scale this Kubernetes Deployment (needs @kubernetes/client-node)' },
     namespace: { type: 'string', value: '<ns>', help: 'The Deployment\'s namespace (default: the kubeconfig context\'s, else default)' },
     'dry-run': { type: 'boolean', help: 'Decide, print and export, change nothing (the count is what discovery shows)' },
-    min: { type: 'string', default: '1', value: '<n>', help: 'Fewest servers' },
+    min: { type: 'string', default: '1', value: '<n>', help: 'Fewest servers (1 or more: with none, no server would report the load to scale up on)' },
     max: { type: 'string', default: '10', value: '<n>', help: 'Most servers' },
     step: { type: 'string', default: '1', value: '<n>', help: 'Servers added or removed per change' },
     rule: {
@@ -96,8 +97,12 @@ async function actuatorFrom(values: Parsed['values'], log: ReturnType<typeof cre
     throw new UsageError(chosen.length ? `choose one of --${chosen.join(', --')}` : 'say how to scale: --local <app>, --scale-command "<cmd {n}>", --kubernetes <deployment> or --dry-run');
   }
   if (typeof values.local === 'string') {
+    const args = (values['local-arg'] as string[] | undefined) ?? [];
+    // Given again, they would win over the ones the actuator gives each server: every server on one port, none where it looks.
+    const taken = args.find((arg) => /^(--port|--host|--public-url)(=|$)|^-p/.test(arg));
+    if (taken) throw new UsageError(`--local-arg ${taken}: --local gives each server its own free port, its host (127.0.0.1) and its public URL; leave them out`);
     const { LocalActuator } = await import('../autoscale/actuator-local.js');
-    return new LocalActuator({ app: resolve(values.local), args: (values['local-arg'] as string[] | undefined) ?? [], log: log.child('local') });
+    return new LocalActuator({ app: resolve(values.local), args, log: log.child('local') });
   }
   if (typeof values['scale-command'] === 'string') {
     if (!values['scale-command'].includes('{n}')) throw new UsageError('--scale-command must contain {n}, where the count goes');
@@ -106,7 +111,12 @@ async function actuatorFrom(values: Parsed['values'], log: ReturnType<typeof cre
   }
   if (typeof values.kubernetes === 'string') {
     const { KubernetesActuator } = await import('../autoscale/actuator-kubernetes.js');
-    return new KubernetesActuator({ deployment: values.kubernetes, namespace: values.namespace as string | undefined, log: log.child('kubernetes') });
+    const actuator = new KubernetesActuator({ deployment: values.kubernetes, namespace: values.namespace as string | undefined, log: log.child('kubernetes') });
+    // Running on without a client or a configuration, it failed every round while its /health said ready.
+    await actuator.load().catch((error: Error) => {
+      throw new StartupError(error.message, error);
+    });
+    return actuator;
   }
   const { DryRunActuator } = await import('../autoscale/actuator-dry-run.js');
   return new DryRunActuator();
