@@ -33,8 +33,8 @@ export class RunnerLease {
   private incarnation = 0;
   /** The renewal under way: one at a time, or answers piled up during an outage would each start a new incarnation. */
   private renewing: Promise<void> | undefined;
-  /** When the lease was last confirmed ours (ms). */
-  private confirmedAt = 0;
+  /** When the lease was last confirmed ours (ms, performance.now(): a wall clock set back would keep it fresh). */
+  private confirmedAt = -Infinity;
   private readonly failures: FailureLog;
   /** Resolved by `stop`: a claim waiting for the lease store gives up then. */
   private stopping = false;
@@ -111,11 +111,11 @@ export class RunnerLease {
     }
     this.lease = lease;
     this.current = { holder, token };
-    this.confirmedAt = Date.now();
+    this.confirmedAt = performance.now();
   }
 
   private confirmed(): boolean {
-    return this.current !== undefined && Date.now() - this.confirmedAt <= this.ttlMs / 2;
+    return this.current !== undefined && performance.now() - this.confirmedAt <= this.ttlMs / 2;
   }
 
   private renew(): Promise<void> {
@@ -135,7 +135,7 @@ export class RunnerLease {
     }
     this.failures.succeeded();
     if (before && token === before.token) {
-      this.confirmedAt = Date.now();
+      this.confirmedAt = performance.now();
       return;
     }
     // The next token: the lease lapsed (this process was stalled) and was taken again by nobody but this process (every
@@ -143,7 +143,7 @@ export class RunnerLease {
     if (before && token === before.token + 1) {
       this.log.warn('the runner lease lapsed while this process was stalled; no other process took it, so its runs go on', { holder: before.holder });
       this.current = { holder: before.holder, token };
-      this.confirmedAt = Date.now();
+      this.confirmedAt = performance.now();
       return;
     }
     // Taken over while we stalled (or renewed into a new token after a takeover): give up what we had.
