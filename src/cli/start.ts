@@ -59,7 +59,7 @@ export const startCommand: CommandSpec = {
       env: 'PERSEID_DRAIN_MS',
       default: '10000',
       value: '<ms>',
-      help: 'On SIGTERM, close open connections spread over this long, so clients reconnect elsewhere gradually',
+      help: 'On SIGTERM, close open connections spread over this long, so clients reconnect elsewhere gradually (a connection still running a method gets at most one more window: allow twice this before a kill)',
     },
     'admin-port': {
       type: 'string',
