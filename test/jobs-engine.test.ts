@@ -177,6 +177,7 @@ for (const target of perServer) {
       assert.equal(run.status, 'succeeded');
       assert.equal(run.attempts, 3);
       assert.deepEqual(run.attemptLog.map((a) => [a.outcome, a.error]), [['failed', 'failure 1'], ['failed', 'failure 2'], ['succeeded', undefined]]);
+      assert.equal(run.error, undefined, 'a run that succeeded has no error of its own (the dashboard showed failure 2 as its last error)');
       assert.ok(times[1]! - times[0]! >= 150, `first retry after ${times[1]! - times[0]!} ms`);
       assert.ok(times[2]! - times[1]! >= 300, `second retry after ${times[2]! - times[1]!} ms (doubled)`);
     });

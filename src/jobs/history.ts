@@ -119,6 +119,8 @@ export class RunHistory {
     if (error !== undefined) set.error = error;
     if (result !== undefined) set.result = result;
     const modifier: Record<string, unknown> = { $set: set };
+    // An earlier attempt's error (a retry, a takeover) is in attemptLog; the run's own is no longer one.
+    if (status === 'succeeded') modifier.$unset = { error: '' };
     if (status !== 'skipped') modifier.$push = { attemptLog: attempt(claimed.runner, startedAt, now, status === 'succeeded' ? 'succeeded' : 'failed', error) };
     return this.fenced(claimed, modifier);
   }
