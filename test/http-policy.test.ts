@@ -16,6 +16,7 @@ import type { Logger } from '../src/log.js';
 import { DEFAULT_CONTENT_SECURITY_POLICY } from '../src/server/http.js';
 import { httpRequest, openRawWebSocket, SockjsXhrSession } from '../scripts/fuzz/wire.js';
 import { RawPeer, startServer, type TestServer } from './helpers.js';
+import { eventually } from './processes.js';
 
 const externalAddress = Object.values(networkInterfaces())
   .flat()
@@ -63,6 +64,25 @@ describe('/perseid/stats', () => {
       const allowed = await ask({ authorization: 'Bearer s3cret-token' });
       assert.equal(allowed.status, 200);
       assert.ok('perseid_sessions' in (JSON.parse(allowed.body) as Record<string, unknown>));
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('a proxy in front with HTTP_FORWARDED_COUNT unset', () => {
+  it('is said once, at the first connection that came through it, before per-address limits count the whole site as one address', async () => {
+    const lines: string[] = [];
+    const logger: Logger = { debug: () => undefined, info: () => undefined, warn: (m, f) => lines.push(`${m} ${JSON.stringify(f)}`), error: () => undefined, child: () => logger };
+    const t = await startServer(() => undefined, { logger, httpForwardedCount: 0 });
+    try {
+      const direct = await openRawWebSocket(t.port);
+      direct.socket.destroy();
+      assert.deepEqual(lines, [], 'nothing for a connection without X-Forwarded-For');
+      for (const client of ['203.0.113.7', '203.0.113.8']) (await openRawWebSocket(t.port, '/websocket', { 'X-Forwarded-For': client })).socket.destroy();
+      await eventually(() => lines.length > 0, 'the warning');
+      assert.equal(lines.length, 1, lines.join('\n'));
+      assert.match(lines[0]!, /HTTP_FORWARDED_COUNT is not set: every client behind that proxy counts as its address/);
     } finally {
       await t.close();
     }

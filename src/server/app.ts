@@ -17,7 +17,7 @@ import { parseAllowedOrigins, type AllowedOrigins } from '../transport/origins.j
 import { AddressLimit, WaitingPerAddress } from './address-limit.js';
 import { RefusalLog } from '../refusal-log.js';
 import { defaultTotalSubscriptions, SubscriptionBudget } from './subscription-budget.js';
-import { clientAddress, forwardedCountFromEnv } from './connection-handle.js';
+import { clientAddress, forwardedCountFromEnv, forwardedHops } from './connection-handle.js';
 import type { ConnectionRouter } from './connection-router.js';
 import { FrontDoor } from './front-door.js';
 import { TransportEndpoint } from '../transport/endpoint.js';
@@ -170,6 +170,8 @@ export class PerseidServer implements SessionServer {
   readonly subscriptionBudget: SubscriptionBudget;
   private readonly waitingPerAddress: WaitingPerAddress<Session>;
   private readonly connectionRefusals: RefusalLog;
+  /** Whether the warning that a proxy stands in front with HTTP_FORWARDED_COUNT unset was given. */
+  private untrustedProxyWarned = false;
 
   constructor(options: ServerOptions = {}) {
     checkServerOptionNames(options);
@@ -574,6 +576,14 @@ export class PerseidServer implements SessionServer {
       return;
     }
     const address = clientAddress(socket.remoteAddress, socket.headers, this.settings.forwardedCount + socket.ownProxies);
+    if (!this.untrustedProxyWarned && this.settings.forwardedCount === 0 && forwardedHops(socket.headers) > socket.ownProxies) {
+      // Said before the per-address limits refuse a whole site's clients as one address, not after.
+      this.untrustedProxyWarned = true;
+      this.log.warn(
+        'a connection came through a proxy (X-Forwarded-For) but HTTP_FORWARDED_COUNT is not set: every client behind that proxy counts as its address for the per-address limits (connections, subscriptions, logins); if a proxy stands in front of this server, set HTTP_FORWARDED_COUNT to the number of proxies (said once)',
+        { proxy: socket.remoteAddress },
+      );
+    }
     if (!this.addressLimit.take(address)) {
       sessionMetrics.connectionsRefused.inc();
       this.connectionRefusals.refusedOne({ address, limit: this.addressLimit.limit });

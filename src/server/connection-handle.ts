@@ -29,6 +29,12 @@ export function forwardedCountFromEnv(env: NodeJS.ProcessEnv = process.env): num
   return Number.isInteger(count) && count > 0 ? count : 0;
 }
 
+/** How many addresses X-Forwarded-For lists: one per proxy the connection came through (or that the client made up). */
+export function forwardedHops(headers: IncomingHttpHeaders): number {
+  const forwarded = headers['x-forwarded-for'];
+  return typeof forwarded === 'string' ? forwarded.split(',').length : 0;
+}
+
 /**
  * The address `count` proxies report the client at: the entry of
  * X-Forwarded-For that many from the end (each proxy appends the address it
