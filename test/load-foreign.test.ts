@@ -1,0 +1,79 @@
+/**
+ * `perseid load` against a DDP server that is not Perseid: a small one written
+ * here with `ws`, as a Meteor server answers, that also drops connections
+ * mid-subscription and leaves methods unanswered; and scenarios that await
+ * what never settles, or kill their generator process. Every run must still
+ * end on time, with the figures of what it did.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { WebSocketServer } from 'ws';
+import { runScenario } from '../src/load/run-scenario.js';
+
+/**
+ * Answers connect, ping, methods and subscriptions as Meteor does, except:
+ * method `hang` is never answered, and subscription `dropping` sends one
+ * document and then closes the connection before it is ready.
+ */
+async function meteorLikeServer(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((resolve) => server.once('listening', resolve));
+  server.on('connection', (ws) => {
+    const send = (message: Record<string, unknown>) => ws.send(JSON.stringify(message));
+    ws.on('message', (data) => {
+      const m = JSON.parse(String(data)) as { msg: string; id?: string; name?: string; method?: string };
+      if (m.msg === 'connect') send({ msg: 'connected', session: 'a' });
+      else if (m.msg === 'ping') send({ msg: 'pong', ...(m.id ? { id: m.id } : {}) });
+      else if (m.msg === 'method' && m.method !== 'hang') {
+        send({ msg: 'result', id: m.id, result: 'ok' });
+        send({ msg: 'updated', methods: [m.id] });
+      } else if (m.msg === 'sub' && m.name === 'dropping') {
+        send({ msg: 'added', collection: 'items', id: 'x', fields: { a: 1 } });
+        setTimeout(() => ws.close(), 20);
+      } else if (m.msg === 'sub') {
+        send({ msg: 'ready', subs: [m.id] });
+      } else if (m.msg === 'unsub') send({ msg: 'nosub', id: m.id });
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      for (const ws of server.clients) ws.terminate();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/** Fails instead of hanging when a run does not end. */
+function within<T>(ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`the run did not end within ${ms} ms`)), ms)));
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
+describe('perseid load against a DDP server that is not Perseid', () => {
+  let server: Awaited<ReturnType<typeof meteorLikeServer>>;
+  let dir: string;
+  before(async () => {
+    server = await meteorLikeServer();
+    dir = mkdtempSync(join(tmpdir(), 'perseid-load-foreign-'));
+  });
+  after(async () => {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('ends on time when a scenario awaits what never settles: its users are counted as stopped', async () => {
+    const script = join(dir, 'never.mjs');
+    writeFileSync(script, `export default async function (client, ctx) { await client.call('fast'); if (ctx.vu % 2 === 0) await new Promise(() => {}); }\n`);
+    const started = Date.now();
+    const report = await within(15000, runScenario({ url: server.url, scenario: script, client: 'lean', phases: [{ duration: 0.4, arrivalRate: 10 }], graceSeconds: 0.5 }));
+    assert.deepEqual({ ...report.users, maxActive: 0 }, { planned: 4, started: 4, completed: 2, failed: 0, aborted: 2, maxActive: 0 });
+    // The deadline (0.3 s of arrivals and 0.5 s of grace), then at most 5 s for stopped users to end.
+    assert.ok(Date.now() - started < 8000, `${Date.now() - started} ms`);
+  });
+});
