@@ -76,4 +76,21 @@ describe('perseid load against a DDP server that is not Perseid', () => {
     // The deadline (0.3 s of arrivals and 0.5 s of grace), then at most 5 s for stopped users to end.
     assert.ok(Date.now() - started < 8000, `${Date.now() - started} ms`);
   });
+
+  it('fails the full client\'s waits when the server closes the connection, and after --timeout-ms when it never answers', async () => {
+    const script = join(dir, 'full.mjs');
+    writeFileSync(
+      script,
+      `export const options = { client: 'full' };
+export default async function (client, ctx) {
+  if (ctx.vu === 0) await ctx.measure('subscribe', () => client.subscribe('dropping'));
+  else await ctx.measure('hang', () => client.call('hang'));
+}\n`,
+    );
+    const started = Date.now();
+    const report = await within(15000, runScenario({ url: server.url, scenario: script, phases: [{ duration: 0.2, arrivalRate: 10 }], timeoutMs: 1000, graceSeconds: 30 }));
+    assert.deepEqual({ ...report.users, maxActive: 0 }, { planned: 2, started: 2, completed: 0, failed: 2, aborted: 0, maxActive: 0 });
+    assert.deepEqual(report.errors, { 'connection closed by the server': 1, timeout: 1 });
+    assert.ok(Date.now() - started < 5000, `${Date.now() - started} ms: the grace of 30 s was not waited for`);
+  });
 });
