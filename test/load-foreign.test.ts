@@ -6,12 +6,14 @@
  * end on time, with the figures of what it did.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WebSocketServer } from 'ws';
+import type { LoadReport } from '../src/load/report/model.js';
 import { runScenario } from '../src/load/run-scenario.js';
 
 /**
@@ -92,5 +94,28 @@ export default async function (client, ctx) {
     assert.deepEqual({ ...report.users, maxActive: 0 }, { planned: 2, started: 2, completed: 0, failed: 2, aborted: 0, maxActive: 0 });
     assert.deepEqual(report.errors, { 'connection closed by the server': 1, timeout: 1 });
     assert.ok(Date.now() - started < 5000, `${Date.now() - started} ms: the grace of 30 s was not waited for`);
+  });
+
+  it('with --processes, reports the figures of the processes left when one dies mid-run, says so, and exits 1', async () => {
+    const script = join(dir, 'dies.mjs');
+    writeFileSync(script, `export default async function (client, ctx) { await ctx.measure('fast', () => client.call('fast')); await ctx.sleep(300); if (ctx.vu === 3) process.exit(3); }\n`);
+    const json = join(dir, 'dies.json');
+    const out = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        ['dist/src/cli/main.js', 'load', script, '--url', server.url, '--client', 'lean', '--rate', '10', '--duration', '0.8', '--processes', '2', '--json', json],
+        { timeout: 30000 },
+        (error, stdout, stderr) => resolve({ status: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    assert.equal(out.status, 1, out.stderr);
+    assert.doesNotMatch(out.stderr, /\n\s+at /, 'no stack trace');
+    assert.match(out.stdout, /^warning: generator process 2 exited \(status 3\) \d+\.\d s into the run, before reporting: the figures of its (\d+ users so far \(\d+ done, 0 errors\) |users )are missing$/m);
+    const report = JSON.parse(readFileSync(json, 'utf8')) as LoadReport;
+    assert.equal(report.lostGenerators?.length, 1);
+    // Process 1's users (0, 2, 4, 6) are measured; every user of the run is planned.
+    assert.deepEqual({ ...report.users, maxActive: 0 }, { planned: 8, started: 4, completed: 4, failed: 0, aborted: 0, maxActive: 0 });
+    assert.equal(report.measures.fast!.count, 4);
+    assert.match(out.stdout, /^users {6}4 started of 8, /m);
   });
 });

@@ -64,6 +64,8 @@ export interface RunResult {
   raw?: EncodedMeasurements;
   /** Stopped early by `signal`: the figures cover only part of the run. */
   interrupted?: true;
+  /** With --processes: generator processes that died before reporting, each in a line; their users' figures are missing. */
+  lostGenerators?: string[];
 }
 
 class StoppedError extends Error {}

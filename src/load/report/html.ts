@@ -83,6 +83,7 @@ export function htmlReport(report: LoadReport): string {
     ['traffic', `in ${traffic.messagesIn} messages, ${(traffic.bytesIn / 1e6).toFixed(1)} MB; out ${traffic.messagesOut} messages, ${(traffic.bytesOut / 1e6).toFixed(1)} MB`],
     ['generator CPU', `${fmt(report.generatorCpuSeconds, 2)} s (${fmt((100 * report.generatorCpuSeconds) / report.seconds)} % of a core)`],
   ];
+  for (const line of report.lostGenerators ?? []) facts.push(['warning', line]);
   if (report.server) facts.push(['server', serverText(report.server)]);
   facts.push(['run', `${report.date} · node ${report.node} · ${report.command}`]);
   const measures = Object.entries(report.measures).map(([name, s]) => [name, String(s.count), fmt(s.p50), fmt(s.p95), fmt(s.p99), fmt(s.max), fmt(s.mean)]);

@@ -7,6 +7,7 @@ export function summaryText(report: LoadReport): string {
   const lines = [
     `${report.scenario.name}: ${report.scenario.description}`,
     `${report.url}  ${report.client} client  ${report.seconds.toFixed(1)} s${report.interrupted ? ' (interrupted: the figures cover only this part of the run)' : ''}`,
+    ...(report.lostGenerators ?? []).map((line) => `warning: ${line}`),
     '',
     `users      ${users.started} started of ${users.planned}, ${users.completed} completed, ${users.failed} failed, ${users.aborted} stopped, at most ${users.maxActive} at once`,
     `throughput ${fmt(report.rates.operationsPerSecond)} operations/s${report.rates.subscriptionsPerMinute === undefined ? '' : `, ${fmt(report.rates.subscriptionsPerMinute, 0)} subscriptions/min`}`,
