@@ -6,7 +6,8 @@
  * end on time, with the figures of what it did.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -48,6 +49,15 @@ async function meteorLikeServer(): Promise<{ url: string; close(): Promise<void>
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/** `perseid load` with these arguments, as a user runs it. */
+function load(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['dist/src/cli/main.js', 'load', ...args], { timeout: 30000 }, (error, stdout, stderr) =>
+      resolve({ status: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
 }
 
 /** Fails instead of hanging when a run does not end. */
@@ -100,14 +110,7 @@ export default async function (client, ctx) {
     const script = join(dir, 'dies.mjs');
     writeFileSync(script, `export default async function (client, ctx) { await ctx.measure('fast', () => client.call('fast')); await ctx.sleep(300); if (ctx.vu === 3) process.exit(3); }\n`);
     const json = join(dir, 'dies.json');
-    const out = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        ['dist/src/cli/main.js', 'load', script, '--url', server.url, '--client', 'lean', '--rate', '10', '--duration', '0.8', '--processes', '2', '--json', json],
-        { timeout: 30000 },
-        (error, stdout, stderr) => resolve({ status: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+    const out = await load([script, '--url', server.url, '--client', 'lean', '--rate', '10', '--duration', '0.8', '--processes', '2', '--json', json]);
     assert.equal(out.status, 1, out.stderr);
     assert.doesNotMatch(out.stderr, /\n\s+at /, 'no stack trace');
     assert.match(out.stdout, /^warning: generator process 2 exited \(status 3\) \d+\.\d s into the run, before reporting: the figures of its (\d+ users so far \(\d+ done, 0 errors\) |users )are missing$/m);
@@ -117,5 +120,38 @@ export default async function (client, ctx) {
     assert.deepEqual({ ...report.users, maxActive: 0 }, { planned: 8, started: 4, completed: 4, failed: 0, aborted: 0, maxActive: 0 });
     assert.equal(report.measures.fast!.count, 4);
     assert.match(out.stdout, /^users {6}4 started of 8, /m);
+  });
+
+  it('with --processes, ends on time when a scenario blocks a generator process\'s event loop: that process is killed and named, also on quitting at once', async () => {
+    const script = join(dir, 'blocks.mjs');
+    writeFileSync(script, `export default async function (client, ctx) { await client.call('fast'); await ctx.sleep(100); if (ctx.vu === 1) for (;;); }\n`);
+    const started = Date.now();
+    const out = await load([script, '--url', server.url, '--client', 'lean', '--rate', '10', '--duration', '0.4', '--grace', '0.5', '--processes', '2']);
+    assert.equal(out.status, 1, out.stderr);
+    assert.match(out.stdout, /^warning: generator process 2 was killed, not having reported by the end of the run and its grace \(a scenario blocking its event loop\?\), \d+\.\d s into the run, before reporting: the figures of its (users|\d+ users so far \(\d+ done, \d+ errors\)) are missing$/m);
+    assert.match(out.stdout, /^users {6}2 started of 4, 2 completed, /m);
+    // Its start, the arrivals and grace (0.8 s), 5 s for stopped users, 3 s more for the report.
+    assert.ok(Date.now() - started < 20000, `${Date.now() - started} ms`);
+
+    // Quitting at once (a second Ctrl-C) kills that process too, rather than leaving it spinning.
+    const run = spawn(process.execPath, ['dist/src/cli/main.js', 'load', script, '--url', server.url, '--client', 'lean', '--rate', '10', '--duration', '30', '--processes', '2'], { stdio: 'ignore' });
+    // ps exits 1 while there is none yet.
+    const generators = () => spawnSync('ps', ['-o', 'pid=', '--ppid', String(run.pid)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+    const pids = await within(10000, (async () => {
+      while (generators().length < 2) await new Promise((resolve) => setTimeout(resolve, 100));
+      return generators();
+    })());
+    await new Promise((resolve) => setTimeout(resolve, 2500)); // past the start: process 2 is in its loop
+    const exited = once(run, 'exit');
+    run.kill('SIGINT');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    run.kill('SIGINT');
+    await within(5000, exited);
+    const running = (pid: number) => spawnSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' }).stdout.trim().replace(/^Z.*/, '') !== '';
+    // Killed as its parent quits: gone a moment later.
+    for (let i = 0; i < 20 && pids.some(running); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    const alive = pids.filter(running);
+    for (const pid of alive) process.kill(pid, 'SIGKILL');
+    assert.deepEqual(alive, [], 'no generator process left');
   });
 });

@@ -7,7 +7,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { Measurements } from './measurements.js';
-import { arrivalTimes, type Progress, type RunOptions, type RunResult } from './runner.js';
+import { arrivalTimes, runLimitMs, type Progress, type RunOptions, type RunResult } from './runner.js';
 
 export type SerializableRunOptions = Omit<RunOptions, 'scenario' | 'onProgress' | 'progressExtra' | 'share' | 'signal'>;
 
@@ -70,6 +70,9 @@ export function mergeResults(results: RunResult[]): RunResult {
   };
 }
 
+/** How long past its run's limit a generator process may take to report before it is killed (and its users' figures lost). */
+const OVERDUE_MARGIN_MS = 3000;
+
 export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult> {
   const children: ChildProcess[] = [];
   const progress: Array<Progress | undefined> = new Array(o.processes).fill(undefined);
@@ -88,6 +91,20 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
   const stop = () => {
     for (const child of children) if (child.connected) child.send({ kind: 'stop' } satisfies GeneratorStop);
   };
+  // A process whose event loop is blocked (a scenario that loops for ever) keeps no deadline of its own: this one ends it.
+  // Quitting at once (a second Ctrl-C) must not leave a process behind: one blocked in a loop would not see its parent go.
+  const killAll = () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  process.once('exit', killAll);
+  let overdueFired = false;
+  const overdue = setTimeout(
+    () => {
+      overdueFired = true;
+      killAll();
+    },
+    startAt - Date.now() + runLimitMs(o.options) + OVERDUE_MARGIN_MS,
+  );
   o.signal?.addEventListener('abort', stop, { once: true });
   try {
     const lost: string[] = [];
@@ -113,7 +130,8 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
             settled = true;
             const seen = progress[index];
             const users = seen ? `its ${seen.started} users so far (${seen.completed} done, ${seen.errors} errors)` : 'its users';
-            lost.push(`generator process ${index + 1} exited (${signal ?? `status ${code}`}) ${Math.max(0, (Date.now() - startAt) / 1000).toFixed(1)} s into the run, before reporting: the figures of ${users} are missing`);
+            const how = overdueFired ? 'was killed, not having reported by the end of the run and its grace (a scenario blocking its event loop?),' : `exited (${signal ?? `status ${code}`})`;
+            lost.push(`generator process ${index + 1} ${how} ${Math.max(0, (Date.now() - startAt) / 1000).toFixed(1)} s into the run, before reporting: the figures of ${users} are missing`);
             resolve(undefined);
           });
           const request: GeneratorRequest = { scenario: o.scenario, options: o.options, share: { index, of: o.processes, startAt } };
@@ -143,6 +161,8 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
   } finally {
     o.signal?.removeEventListener('abort', stop);
     clearInterval(ticker);
+    clearTimeout(overdue);
+    process.off('exit', killAll);
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   }
 }

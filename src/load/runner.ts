@@ -78,6 +78,12 @@ class StoppedError extends Error {}
  */
 const STOP_WAIT_MS = 5000;
 
+/** Milliseconds from a run's start by which every user has ended or been given up: its last arrival (or a fixed run's end), the grace, and the wait for stopped users. */
+export function runLimitMs(options: Pick<RunOptions, 'phases' | 'concurrency' | 'duration' | 'graceSeconds'>): number {
+  const arrivalsEnd = options.concurrency !== undefined ? (options.duration ?? 60) * 1000 : (arrivalTimes(options.phases ?? []).at(-1) ?? 0);
+  return arrivalsEnd + options.graceSeconds * 1000 + STOP_WAIT_MS;
+}
+
 /** Start times (ms after the beginning) of every arrival in the phases: rate r(t) grows linearly within a phase. */
 export function arrivalTimes(phases: Phase[]): number[] {
   const times: number[] = [];
