@@ -14,7 +14,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WebSocketServer } from 'ws';
+import { htmlReport } from '../src/load/report/html.js';
 import type { LoadReport } from '../src/load/report/model.js';
+import { summaryText } from '../src/load/report/summary.js';
 import { runScenario } from '../src/load/run-scenario.js';
 
 /**
@@ -87,6 +89,13 @@ describe('perseid load against a DDP server that is not Perseid', () => {
     assert.deepEqual({ ...report.users, maxActive: 0 }, { planned: 4, started: 4, completed: 2, failed: 0, aborted: 2, maxActive: 0 });
     // The deadline (0.3 s of arrivals and 0.5 s of grace), then at most 5 s for stopped users to end.
     assert.ok(Date.now() - started < 8000, `${Date.now() - started} ms`);
+  });
+
+  it('says in the HTML report, as in the summary, that an interrupted run\'s figures cover only part of it', async () => {
+    const report = await runScenario({ url: server.url, scenario: 's6', phases: [{ duration: 10, arrivalRate: 2 }], signal: AbortSignal.timeout(600) });
+    assert.equal(report.interrupted, true);
+    assert.match(htmlReport(report), /<td>duration<\/td><td>\d+\.\d s \(interrupted: the figures cover only this part of the run\)<\/td>/);
+    assert.match(summaryText(report), /lean client {2}\d+\.\d s \(interrupted: the figures cover only this part of the run\)$/m);
   });
 
   it('fails the full client\'s waits when the server closes the connection, and after --timeout-ms when it never answers', async () => {

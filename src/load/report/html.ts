@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { LoadReport } from './model.js';
-import { serverText, shapeText } from './text.js';
+import { INTERRUPTED, serverText, shapeText } from './text.js';
 
 const require = createRequire(import.meta.url);
 
@@ -77,7 +77,7 @@ export function htmlReport(report: LoadReport): string {
     ['shape', shapeText(report.shape)],
     ['think time', `${report.shape.thinkMs} ms`],
     ['client', report.client],
-    ['duration', `${report.seconds.toFixed(1)} s`],
+    ['duration', `${report.seconds.toFixed(1)} s${report.interrupted ? ` (${INTERRUPTED})` : ''}`],
     ['users', `${users.started} started of ${users.planned}; ${users.completed} completed, ${users.failed} failed, ${users.aborted} stopped; at most ${users.maxActive} at once`],
     ['throughput', `${fmt(report.rates.operationsPerSecond)} operations/s${report.rates.subscriptionsPerMinute === undefined ? '' : `, ${fmt(report.rates.subscriptionsPerMinute, 0)} subscriptions/min`}`],
     ['traffic', `in ${traffic.messagesIn} messages, ${(traffic.bytesIn / 1e6).toFixed(1)} MB; out ${traffic.messagesOut} messages, ${(traffic.bytesOut / 1e6).toFixed(1)} MB`],

@@ -1,12 +1,12 @@
 /** The summary a person reads at the end of a run. */
 import type { LoadReport } from './model.js';
-import { fmt, serverText, textTable } from './text.js';
+import { fmt, INTERRUPTED, serverText, textTable } from './text.js';
 
 export function summaryText(report: LoadReport): string {
   const { users, traffic } = report;
   const lines = [
     `${report.scenario.name}: ${report.scenario.description}`,
-    `${report.url}  ${report.client} client  ${report.seconds.toFixed(1)} s${report.interrupted ? ' (interrupted: the figures cover only this part of the run)' : ''}`,
+    `${report.url}  ${report.client} client  ${report.seconds.toFixed(1)} s${report.interrupted ? ` (${INTERRUPTED})` : ''}`,
     ...(report.lostGenerators ?? []).map((line) => `warning: ${line}`),
     '',
     `users      ${users.started} started of ${users.planned}, ${users.completed} completed, ${users.failed} failed, ${users.aborted} stopped, at most ${users.maxActive} at once`,
