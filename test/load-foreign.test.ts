@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WebSocketServer } from 'ws';
+import { compareReports, compareText } from '../src/load/report/compare.js';
 import { htmlReport } from '../src/load/report/html.js';
 import type { LoadReport } from '../src/load/report/model.js';
 import { summaryText } from '../src/load/report/summary.js';
@@ -96,6 +97,24 @@ describe('perseid load against a DDP server that is not Perseid', () => {
     assert.equal(report.interrupted, true);
     assert.match(htmlReport(report), /<td>duration<\/td><td>\d+\.\d s \(interrupted: the figures cover only this part of the run\)<\/td>/);
     assert.match(summaryText(report), /lean client {2}\d+\.\d s \(interrupted: the figures cover only this part of the run\)$/m);
+  });
+
+  it('--compare says when either run was cut short, and leaves out the figures that depend on its length', async () => {
+    const whole = await runScenario({ url: server.url, scenario: 's6', phases: [{ duration: 1, arrivalRate: 4 }], params: { hold: '0.1' } });
+    const cut = await runScenario({ url: server.url, scenario: 's6', phases: [{ duration: 1, arrivalRate: 4 }], params: { hold: '0.1' }, signal: AbortSignal.timeout(400) });
+    const lost: LoadReport = { ...whole, lostGenerators: ['generator process 2 exited'] };
+    const cases: Array<[LoadReport, LoadReport, RegExp]> = [
+      [whole, cut, /^differs: figures: whole in the baseline, interrupted after 0\.\d s in this run$/m],
+      [cut, whole, /^differs: figures: interrupted after 0\.\d s in the baseline, whole in this run$/m],
+      [lost, whole, /^differs: figures: 1 generator process lost in the baseline, whole in this run$/m],
+    ];
+    for (const [baseline, current, text] of cases) {
+      const comparison = compareReports(current, baseline);
+      assert.match(compareText(comparison, { percent: 10, floorMs: 1 }), text);
+      assert.ok(comparison.leftOut.includes('operations/s'), JSON.stringify(comparison.leftOut));
+      assert.ok(!comparison.changes.some((c) => c.figure === 'operations/s'));
+    }
+    assert.deepEqual(compareReports(whole, whole).differences, []);
   });
 
   it('fails the full client\'s waits when the server closes the connection, and after --timeout-ms when it never answers', async () => {
