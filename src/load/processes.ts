@@ -91,12 +91,12 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
   const stop = () => {
     for (const child of children) if (child.connected) child.send({ kind: 'stop' } satisfies GeneratorStop);
   };
-  // A process whose event loop is blocked (a scenario that loops for ever) keeps no deadline of its own: this one ends it.
   // Quitting at once (a second Ctrl-C) must not leave a process behind: one blocked in a loop would not see its parent go.
   const killAll = () => {
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   };
   process.once('exit', killAll);
+  // A process whose event loop is blocked (a scenario that loops for ever) keeps no deadline of its own: this one ends it.
   let overdueFired = false;
   const overdue = setTimeout(
     () => {
