@@ -117,6 +117,21 @@ describe('perseid load against a DDP server that is not Perseid', () => {
     assert.deepEqual(compareReports(whole, whole).differences, []);
   });
 
+  it('says why every user fails against a server that refuses the WebSocket at /websocket (Meteor with DISABLE_WEBSOCKETS), with either client', async () => {
+    // A WebSocket at SockJS's path only: the upgrade at /websocket is refused, as Meteor with DISABLE_WEBSOCKETS refuses it.
+    const sockjsOnly = new WebSocketServer({ host: '127.0.0.1', port: 0, path: '/sockjs/websocket' });
+    await once(sockjsOnly, 'listening');
+    try {
+      for (const client of ['lean', 'full'] as const) {
+        const report = await runScenario({ url: `http://127.0.0.1:${(sockjsOnly.address() as AddressInfo).port}`, scenario: 's6', client, phases: [{ duration: 0.2, arrivalRate: 10 }] });
+        assert.deepEqual(report.errors, { 'upgrade refused': 2 }, client);
+        assert.match(summaryText(report), /^upgrade refused: the server did not take a WebSocket at the URL's \/websocket\. perseid load speaks DDP over a plain WebSocket, as Meteor and Perseid serve it at \/websocket \(not with DISABLE_WEBSOCKETS set, which leaves SockJS only\); check the URL, or the server\.$/m);
+      }
+    } finally {
+      await new Promise((resolve) => sockjsOnly.close(resolve));
+    }
+  });
+
   it('fails the full client\'s waits when the server closes the connection, and after --timeout-ms when it never answers', async () => {
     const script = join(dir, 'full.mjs');
     writeFileSync(

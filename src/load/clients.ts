@@ -102,11 +102,18 @@ export class LeanLoadClient implements LoadClient {
   }
 }
 
-/** The `ws` WebSocket, counting the messages and bytes of every frame the full client sends and receives. */
-function countingWebSocket(counters: ClientCounters): WebSocketConstructor {
+/**
+ * The `ws` WebSocket, counting the messages and bytes of every frame the full client sends and receives,
+ * and telling `onRefused` the HTTP status of an upgrade the server refused (the client says only that the connection closed).
+ */
+function countingWebSocket(counters: ClientCounters, onRefused: (status: string) => void): WebSocketConstructor {
   return class CountingWebSocket extends WebSocket {
     constructor(url: string) {
       super(url);
+      this.once('error', (error) => {
+        const status = /^Unexpected server response: (\d+)/.exec(error.message)?.[1];
+        if (status) onRefused(status);
+      });
       this.on('message', (data: RawData) => {
         counters.messagesIn++;
         counters.bytesIn += Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
@@ -139,8 +146,14 @@ export class FullLoadClient implements LoadClient {
   }
 
   static async connect(url: string, counters: ClientCounters, timeoutMs: number): Promise<FullLoadClient> {
-    const client = new DDPClient(url, { autoReconnect: false, connectTimeout: timeoutMs, WebSocket: countingWebSocket(counters) });
-    await client.connect();
+    let refused: string | undefined;
+    const client = new DDPClient(url, { autoReconnect: false, connectTimeout: timeoutMs, WebSocket: countingWebSocket(counters, (status) => (refused = status)) });
+    try {
+      await client.connect();
+    } catch (error) {
+      // Said as the lean client says it, so that both count it under one kind.
+      throw refused ? new Error(`upgrade refused: HTTP ${refused}`) : error;
+    }
     return new FullLoadClient(client, timeoutMs);
   }
 

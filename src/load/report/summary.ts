@@ -2,6 +2,11 @@
 import type { LoadReport } from './model.js';
 import { fmt, INTERRUPTED, serverText, textTable } from './text.js';
 
+/** What to make of refused WebSocket upgrades: most often a server that speaks DDP over SockJS only. */
+const UPGRADE_REFUSED =
+  "upgrade refused: the server did not take a WebSocket at the URL's /websocket. perseid load speaks DDP over a plain WebSocket, " +
+  'as Meteor and Perseid serve it at /websocket (not with DISABLE_WEBSOCKETS set, which leaves SockJS only); check the URL, or the server.';
+
 export function summaryText(report: LoadReport): string {
   const { users, traffic } = report;
   const lines = [
@@ -25,6 +30,7 @@ export function summaryText(report: LoadReport): string {
   if (errors.length) {
     lines.push('', 'errors');
     lines.push(textTable([['kind', 'count'], ...errors.map(([k, n]) => [k, String(n)])]));
+    if (report.errors['upgrade refused']) lines.push(UPGRADE_REFUSED);
   }
   const counts = Object.entries(report.counts);
   if (counts.length) lines.push('', ...counts.map(([k, n]) => `${k}: ${n}`));
