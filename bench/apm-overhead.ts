@@ -10,7 +10,7 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeRun, fmt, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `The APM's cost: S1 with 500 ms think time, APM off and on, alternating in one run.
@@ -19,7 +19,10 @@ Usage: apm-overhead [options]
   --runs <n>        runs per setting; medians are reported (default 3)
   --duration <s>    seconds of arrivals per run (default 60)
   --rate <users/s>  arrival rate (default 48)
-  --out <file>      JSON results (default bench/results/apm-overhead.json)`;
+  --out <file>      JSON results (default bench/results/apm-overhead.json)
+
+${NEEDS}
+No database: Perseid runs on its embedded store. Ports from 4700 up must be free.`;
 
 const values = benchOptions(HELP, {
   runs: { type: 'string', default: '3' },

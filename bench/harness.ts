@@ -9,6 +9,11 @@ import type { LoadReport } from '../src/load/report/model.js';
 
 export const pinned = spawnSync('taskset', ['-c', '0', 'true']).status === 0;
 
+/** What every program's --help says it needs. */
+export const NEEDS =
+  'Needs: the repository built (npm install), run from its root; two cores and taskset (util-linux): servers run on\n' +
+  'core 0 and the load on core 1 (without taskset nothing is pinned, the header says so, and the figures are noisier).';
+
 /** The command that runs `node args` on `core` (when taskset is there). */
 export function onCore(core: number, args: string[]): [string, string[]] {
   return pinned ? ['taskset', ['-c', String(core), process.execPath, ...args]] : [process.execPath, args];

@@ -12,7 +12,7 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeRun, fmt, onCore, portFree, runGenerator, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, portFree, runGenerator, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `Many live queries: server CPU per write with 10,000 live queries vs 10, same run.
@@ -25,7 +25,10 @@ Usage: many-queries [options]
   --warmup <s>             seconds of writes before measuring (default 5)
   --runs <n>               runs of every case; medians are reported (default 3)
   --unrouted               also run the largest case with change routing off
-  --out <file>             JSON results (default bench/results/many-queries.json)`;
+  --out <file>             JSON results (default bench/results/many-queries.json)
+
+${NEEDS}
+No database: Perseid runs on its embedded store. Ports from 4400 up must be free.`;
 
 const values = benchOptions(HELP, {
   users: { type: 'string', default: '10,10000' },

@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 import { startService, type RunningService } from '../scripts/services/control.js';
-import { describeRun, fmt, onCore, pinProcess, portFree, readReport, runGenerator, serverStats, spawnChild, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, pinProcess, portFree, readReport, runGenerator, serverStats, spawnChild, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { ProcessSampler } from '../src/load/process-sampler.js';
 import type { LoadReport } from '../src/load/report/model.js';
@@ -20,7 +20,11 @@ Usage: s4 [options]
   --groups <n>        groups (default 25)
   --interval-ms <ms>  pause between one user's messages (default 2000)
   --database <name>   mongo-java-server (change streams) or ferretdb (oplog); default mongo-java-server
-  --out <file>        JSON results (default bench/results/s4-<database>.json)`;
+  --out <file>        JSON results (default bench/results/s4-<database>.json)
+
+${NEEDS}
+Starts a database of its own for each mode (scripts/services): mongo-java-server needs a JDK and
+Maven to build it the first time, FerretDB needs Go. Ports from 4300 up must be free.`;
 
 const values = benchOptions(HELP, {
   duration: { type: 'string', default: '180' },

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { startService, type RunningService } from '../scripts/services/control.js';
 import { cpuSeconds } from '../src/load/process-table.js';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, pinProcess, portFree, readReport, runGenerator, serverStats, spawnChild, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, pinProcess, portFree, readReport, runGenerator, serverStats, spawnChild, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 type Topology = 'one process' | '1 worker (primary on the load core)' | '2 workers' | '2 servers, clients spread' | '2 servers, one door';
@@ -38,7 +38,11 @@ Usage: s5 [options]
                       2 workers; 2 servers, clients spread; 2 servers, one door
                       (default all; one process always runs, as the reference)
   --servers <list>    server counts of the fan-out series (default 1,2,3)
-  --out <file>        JSON results (default bench/results/s5.json)`;
+  --out <file>        JSON results (default bench/results/s5.json)
+
+${NEEDS}
+Starts a mongo-java-server (a JDK and Maven to build it the first time) and a Redis (redis-server)
+of its own. Ports from 4500 up must be free.`;
 
 const values = benchOptions(HELP, {
   parts: { type: 'string', default: 's3,s1,fanout' },

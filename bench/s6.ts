@@ -16,7 +16,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `S6 capacity: memory per idle connection, and a connection storm.
@@ -27,7 +27,11 @@ Usage: s6 [options]
   --processes <n>     generator processes (perseid load --processes; default 2)
   --runs <n>          runs of each phase; medians are reported (default 3)
   --phases <list>     idle,storm (default both)
-  --out <file>        JSON results (default bench/results/s6.json)`;
+  --out <file>        JSON results (default bench/results/s6.json)
+
+${NEEDS}
+Server and generators each hold --connections sockets: the hard limit of open files (ulimit -Hn)
+must be above that. Ports from 4500 up must be free.`;
 
 const values = benchOptions(HELP, {
   connections: { type: 'string', default: '10000' },

@@ -12,7 +12,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 interface Case {
@@ -53,7 +53,10 @@ Usage: suite [options]
   --load-extra=<args>  more perseid load arguments for every run, e.g. --load-extra="--processes 2"
                    (a second generator setting, so a figure does not hang on one client's timing)
   --port <n>       the first server's port; each run takes the next (default 4400)
-  --out <file>     JSON results (default bench/results/suite.json)`;
+  --out <file>     JSON results (default bench/results/suite.json)
+
+${NEEDS}
+No database: Perseid runs on its embedded store. Ports from --port up must be free.`;
 
 const values = benchOptions(HELP, {
   cases: { type: 'string', default: Object.keys(CASES).join(',') },

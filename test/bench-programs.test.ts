@@ -57,6 +57,16 @@ function ended(suite: Suite, ms: number): Promise<[number | null, NodeJS.Signals
   return Promise.race([suite.exit, new Promise<'still running'>((resolve) => setTimeout(resolve, ms, 'still running'))]);
 }
 
+describe('the benchmark programs\' help', () => {
+  it('says what each needs: the built repository, two cores and taskset, its database if any, its ports', () => {
+    for (const program of ['suite', 's4', 's5', 's6', 'many-queries', 'apm-overhead']) {
+      const help = execFileSync(process.execPath, [`dist/bench/${program}.js`, '--help'], { encoding: 'utf8' });
+      assert.match(help, /^Needs: the repository built \(npm install\), run from its root; two cores and taskset \(util-linux\)/m, program);
+      assert.match(help, /Ports from (--port|\d+) up must be free\.$/m, program);
+    }
+  });
+});
+
 describe('the benchmark suite program', () => {
   let dir: string;
   before(() => {
