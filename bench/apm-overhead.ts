@@ -8,11 +8,9 @@
  *
  * Usage: node dist/bench/apm-overhead.js [--runs 3] [--duration 60] [--rate 48] [--out bench/results/apm-overhead.json]
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `The APM's cost: S1 with 500 ms think time, APM off and on, alternating in one run.
@@ -21,7 +19,10 @@ Usage: apm-overhead [options]
   --runs <n>        runs per setting; medians are reported (default 3)
   --duration <s>    seconds of arrivals per run (default 60)
   --rate <users/s>  arrival rate (default 48)
-  --out <file>      JSON results (default bench/results/apm-overhead.json)`;
+  --out <file>      JSON results (default bench/results/apm-overhead.json)
+
+${NEEDS}
+No database: Perseid runs on its embedded store. Ports from 4700 up must be free.`;
 
 const values = benchOptions(HELP, {
   runs: { type: 'string', default: '3' },
@@ -42,14 +43,16 @@ interface Outcome {
 }
 
 async function run(apm: 'off' | 'on', port: number): Promise<Outcome> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'perseid-apm-overhead-'));
+  const dataDir = tempDir('perseid-apm-overhead-');
   const jsonFile = join(dataDir, 'report.json');
   const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/tasks/app.js', '--port', String(port), '--data-dir', join(dataDir, 'data'), ...BENCH_SERVER_FLAGS]);
-  const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, PERSEID_APM: apm } });
+  await portFree(port);
+  const server = spawnChild(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, PERSEID_APM: apm } });
   try {
-    await waitForHttp(port, '/perseid/stats', 30000);
+    await waitForHttp(port, '/perseid/stats', server, 30000);
     await runGenerator(
       onCore(1, ['dist/src/cli/main.js', 'load', 's1', '--url', `http://127.0.0.1:${port}`, '--rate', values.rate!, '--duration', values.duration!, '--think-ms', '500', '--server-pid', String(server.pid), '--json', jsonFile]),
+      server,
     );
     const stats = await serverStats(port);
     const report = readReport(jsonFile);

@@ -10,11 +10,9 @@
  *
  * Usage: node dist/bench/many-queries.js [--runs 3] [--seconds 30] [--unrouted]
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeRun, fmt, onCore, runGenerator, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, portFree, runGenerator, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `Many live queries: server CPU per write with 10,000 live queries vs 10, same run.
@@ -27,7 +25,10 @@ Usage: many-queries [options]
   --warmup <s>             seconds of writes before measuring (default 5)
   --runs <n>               runs of every case; medians are reported (default 3)
   --unrouted               also run the largest case with change routing off
-  --out <file>             JSON results (default bench/results/many-queries.json)`;
+  --out <file>             JSON results (default bench/results/many-queries.json)
+
+${NEEDS}
+No database: Perseid runs on its embedded store. Ports from 4400 up must be free.`;
 
 const values = benchOptions(HELP, {
   users: { type: 'string', default: '10,10000' },
@@ -73,21 +74,23 @@ if (values.unrouted) {
 }
 
 async function runCase(c: Case, port: number): Promise<Outcome> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'perseid-many-'));
+  const dataDir = tempDir('perseid-many-');
   const env = { ...process.env, PERSEID_ROUTE_CHANGES: c.routed ? 'on' : 'off' };
   const [cmd, args] = onCore(0, [
     'dist/src/cli/main.js', 'start', 'dist/bench/apps/inbox.js', '--port', String(port), '--data-dir', dataDir,
     ...BENCH_SERVER_FLAGS,
   ]);
-  const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env });
+  await portFree(port);
+  const server = spawnChild(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env });
   try {
-    await waitForHttp(port, '/perseid/stats');
+    await waitForHttp(port, '/perseid/stats', server);
     const out = await runGenerator(
       onCore(1, [
         'dist/bench/many-queries-load.js', '--url', `http://127.0.0.1:${port}`, '--users', String(c.users),
         '--per-connection', values['per-connection']!, '--rate', values.rate!, '--seconds', values.seconds!,
         '--warmup', values.warmup!, '--server-pid', String(server.pid),
       ]),
+      server,
     );
     return JSON.parse(out.trim().split('\n').at(-1)!) as Outcome;
   } finally {

@@ -5,12 +5,10 @@
  *
  * Usage: node dist/bench/s4.js [--duration 180] [--database mongo-java-server|ferretdb]
  */
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { startService, type RunningService } from '../scripts/services/control.js';
-import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { describeRun, fmt, NEEDS, onCore, pinProcess, portFree, readReport, runGenerator, serverStats, spawnChild, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { ProcessSampler } from '../src/load/process-sampler.js';
 import type { LoadReport } from '../src/load/report/model.js';
 
@@ -22,7 +20,11 @@ Usage: s4 [options]
   --groups <n>        groups (default 25)
   --interval-ms <ms>  pause between one user's messages (default 2000)
   --database <name>   mongo-java-server (change streams) or ferretdb (oplog); default mongo-java-server
-  --out <file>        JSON results (default bench/results/s4-<database>.json)`;
+  --out <file>        JSON results (default bench/results/s4-<database>.json)
+
+${NEEDS}
+Starts a database of its own for each mode (scripts/services): mongo-java-server needs a JDK and
+Maven to build it the first time, FerretDB needs Go. Ports from 4300 up must be free.`;
 
 const values = benchOptions(HELP, {
   duration: { type: 'string', default: '180' },
@@ -69,13 +71,14 @@ async function runMode(mode: (typeof modes)[number], port: number): Promise<Outc
     PERSEID_CHANGE_SOURCE: mode.source,
   };
   const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/chat/app.js', '--port', String(port), ...BENCH_SERVER_FLAGS]);
-  const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env });
+  await portFree(port);
+  const server = spawnChild(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env });
   try {
-    await waitForHttp(port, '/perseid/stats');
+    await waitForHttp(port, '/perseid/stats', server);
     const before = await serverStats(port);
     const dbSampler = new ProcessSampler(db.pid);
     const t0 = Date.now();
-    const dir = mkdtempSync(join(tmpdir(), 'perseid-s4-'));
+    const dir = tempDir('perseid-s4-');
     try {
       await runGenerator(
         onCore(1, [
@@ -84,6 +87,7 @@ async function runMode(mode: (typeof modes)[number], port: number): Promise<Outc
           '--param', `groups=${values.groups}`, '--param', `interval=${values['interval-ms']}`,
           '--server-pid', String(server.pid), '--json', join(dir, 'report.json'),
         ]),
+        server,
       );
       const load = readReport(join(dir, 'report.json'));
       const seconds = (Date.now() - t0) / 1000;

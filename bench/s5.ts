@@ -13,14 +13,13 @@
  *
  * Usage: node dist/bench/s5.js [--parts s3,s1,fanout] [--runs 3]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startService, type RunningService } from '../scripts/services/control.js';
 import { cpuSeconds } from '../src/load/process-table.js';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, pinProcess, readReport, runGenerator, serverStats, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, pinProcess, portFree, readReport, runGenerator, serverStats, spawnChild, stopOnInterrupt, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 type Topology = 'one process' | '1 worker (primary on the load core)' | '2 workers' | '2 servers, clients spread' | '2 servers, one door';
@@ -39,7 +38,11 @@ Usage: s5 [options]
                       2 workers; 2 servers, clients spread; 2 servers, one door
                       (default all; one process always runs, as the reference)
   --servers <list>    server counts of the fan-out series (default 1,2,3)
-  --out <file>        JSON results (default bench/results/s5.json)`;
+  --out <file>        JSON results (default bench/results/s5.json)
+
+${NEEDS}
+Starts a mongo-java-server (a JDK and Maven to build it the first time) and a Redis (redis-server)
+of its own. Ports from 4500 up must be free.`;
 
 const values = benchOptions(HELP, {
   parts: { type: 'string', default: 's3,s1,fanout' },
@@ -79,9 +82,10 @@ interface Deployment {
 
 let nextPort = 4500;
 
-function startServer(app: string, port: number, env: NodeJS.ProcessEnv, extra: string[] = []): ChildProcess {
+async function startServer(app: string, port: number, env: NodeJS.ProcessEnv, extra: string[] = []): Promise<ChildProcess> {
+  await portFree(port);
   const [cmd, args] = onCore(0, ['dist/src/cli/main.js', 'start', app, '--port', String(port), ...BENCH_SERVER_FLAGS, ...extra]);
-  return spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...env } });
+  return spawnChild(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...env } });
 }
 
 async function workerPids(port: number): Promise<number[]> {
@@ -98,9 +102,9 @@ async function deploy(topology: Topology | number, app: string, env: NodeJS.Proc
   if (topology === 'one process' || isWorkers(topology)) {
     const port = nextPort++;
     const workers = topology === '2 workers' ? 2 : 1;
-    const child = startServer(app, port, { ...env, REDIS_URL: '' }, isWorkers(topology) ? ['--workers', String(workers)] : []);
+    const child = await startServer(app, port, { ...env, REDIS_URL: '' }, isWorkers(topology) ? ['--workers', String(workers)] : []);
     children.push(child);
-    await waitForHttp(port, '/health', 60000);
+    await waitForHttp(port, '/health', child, 60000);
     // Workers report in once a second; wait until all have.
     let back: number[] = [];
     while (isWorkers(topology) && (back = await workerPids(port)).length < workers) await new Promise((r) => setTimeout(r, 200));
@@ -112,9 +116,9 @@ async function deploy(topology: Topology | number, app: string, env: NodeJS.Proc
   const ports = Array.from({ length: count }, () => nextPort++);
   for (const port of ports) {
     const cluster = typeof topology === 'number' ? [] : ['--public-url', `http://127.0.0.1:${port}`, '--balancer', '--discovery-interval-ms', '500'];
-    children.push(startServer(app, port, { ...env, PERSEID_FANOUT: fanout === 'off' ? 'off' : 'redis', PERSEID_RELAY: fanout === 'redis' ? 'on' : 'off' }, cluster));
+    children.push(await startServer(app, port, { ...env, PERSEID_FANOUT: fanout === 'off' ? 'off' : 'redis', PERSEID_RELAY: fanout === 'redis' ? 'on' : 'off' }, cluster));
   }
-  for (const port of ports) await waitForHttp(port, '/health', 60000);
+  for (const [i, port] of ports.entries()) await waitForHttp(port, '/health', children[i]!, 60000);
   // Let every server see the others in the registry before clients arrive.
   await new Promise((r) => setTimeout(r, 1500));
   const urls = ports.map((p) => `http://127.0.0.1:${p}`);
@@ -138,7 +142,7 @@ interface Outcome {
 }
 
 async function measure(part: string, topology: string, run: number, deployment: Deployment, db: RunningService, load: string[]): Promise<Outcome> {
-  const dir = mkdtempSync(join(tmpdir(), 'perseid-s5-'));
+  const dir = tempDir('perseid-s5-');
   const pids = [...deployment.front, ...deployment.back];
   try {
     const cpu0 = pids.map(cpuSeconds);

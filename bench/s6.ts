@@ -12,12 +12,11 @@
  *
  * Usage: node dist/bench/s6.js [--connections 10000] [--hold 40] [--processes 2] [--runs 3]
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 const HELP = `S6 capacity: memory per idle connection, and a connection storm.
@@ -28,7 +27,11 @@ Usage: s6 [options]
   --processes <n>     generator processes (perseid load --processes; default 2)
   --runs <n>          runs of each phase; medians are reported (default 3)
   --phases <list>     idle,storm (default both)
-  --out <file>        JSON results (default bench/results/s6.json)`;
+  --out <file>        JSON results (default bench/results/s6.json)
+
+${NEEDS}
+Server and generators each hold --connections sockets: the hard limit of open files (ulimit -Hn)
+must be above that. Ports from 4500 up must be free.`;
 
 const values = benchOptions(HELP, {
   connections: { type: 'string', default: '10000' },
@@ -86,13 +89,14 @@ interface StormOutcome {
 const errorsOf = (report: LoadReport) => report.users.failed + Object.values(report.errors).reduce((a, b) => a + b, 0);
 
 async function withServer<T>(port: number, run: (pid: number, dir: string) => Promise<T>): Promise<T> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'perseid-s6-'));
-  const server = spawn(
+  const dataDir = tempDir('perseid-s6-');
+  await portFree(port);
+  const server = spawnChild(
     ...withFileLimit(onCore(0, ['dist/src/cli/main.js', 'start', 'dist/examples/tasks/app.js', '--port', String(port), '--data-dir', dataDir, ...BENCH_SERVER_FLAGS])),
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   try {
-    await waitForHttp(port, '/perseid/stats');
+    await waitForHttp(port, '/perseid/stats', server);
     return await run(server.pid!, dataDir);
   } finally {
     await stopProcess(server);

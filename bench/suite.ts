@@ -9,12 +9,10 @@
  * Run it with another Node (`/path/to/node dist/bench/suite.js`) and every
  * server and generator runs on that Node.
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LoadReport } from '../src/load/report/model.js';
-import { describeRun, fmt, onCore, readReport, runGenerator, serverStats, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions } from './harness.js';
+import { describeRun, fmt, NEEDS, onCore, portFree, readReport, runGenerator, serverStats, spawnChild, stopProcess, waitForHttp, BENCH_SERVER_FLAGS, benchOptions, tempDir } from './harness.js';
 import { median } from './stats.js';
 
 interface Case {
@@ -54,7 +52,11 @@ Usage: suite [options]
   --targets <list> servers to run, of perseid, fast, naive (default all each case has)
   --load-extra=<args>  more perseid load arguments for every run, e.g. --load-extra="--processes 2"
                    (a second generator setting, so a figure does not hang on one client's timing)
-  --out <file>     JSON results (default bench/results/suite.json)`;
+  --port <n>       the first server's port; each run takes the next (default 4400)
+  --out <file>     JSON results (default bench/results/suite.json)
+
+${NEEDS}
+No database: Perseid runs on its embedded store. Ports from --port up must be free.`;
 
 const values = benchOptions(HELP, {
   cases: { type: 'string', default: Object.keys(CASES).join(',') },
@@ -62,6 +64,7 @@ const values = benchOptions(HELP, {
   ladder: { type: 'string' },
   targets: { type: 'string' },
   'load-extra': { type: 'string', default: '' },
+  port: { type: 'string', default: '4400' },
   out: { type: 'string', default: join('bench', 'results', 'suite.json') },
 });
 const cases = values.cases!.split(',');
@@ -88,19 +91,20 @@ interface Outcome {
 }
 
 async function runCase(caseName: string, spec: Case, target: string, port: number, loadArgs = spec.load): Promise<Outcome> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'perseid-suite-'));
+  const dataDir = tempDir('perseid-suite-');
   const jsonFile = join(dataDir, 'report.json');
   const [cmd, args] = onCore(0, serverCommand(target, spec.app, port, dataDir));
-  const server = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
-  let keeper: ReturnType<typeof spawn> | undefined;
+  await portFree(port);
+  const server = spawnChild(cmd, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  let keeper: ReturnType<typeof spawnChild> | undefined;
   try {
-    await waitForHttp(port, '/perseid/stats', 30000);
+    await waitForHttp(port, '/perseid/stats', server, 30000);
     if (spec.keepLive) {
       // One idle subscriber (a separate process, on the load core) holds the query live.
-      keeper = spawn(...onCore(1, ['dist/src/cli/main.js', 'load', 's6', '--url', `http://127.0.0.1:${port}`, '--rate', '1', '--duration', '1', '--param', `publication=${spec.keepLive[0]}`, '--param', 'hold=100000', '--grace', '100000']), { stdio: 'ignore' });
+      keeper = spawnChild(...onCore(1, ['dist/src/cli/main.js', 'load', 's6', '--url', `http://127.0.0.1:${port}`, '--rate', '1', '--duration', '1', '--param', `publication=${spec.keepLive[0]}`, '--param', 'hold=100000', '--grace', '100000']), { stdio: 'ignore' });
       await new Promise((r) => setTimeout(r, 2000));
     }
-    await runGenerator(onCore(1, ['dist/src/cli/main.js', 'load', spec.scenario, '--url', `http://127.0.0.1:${port}`, ...loadArgs, ...loadExtra, '--server-pid', String(server.pid), '--json', jsonFile]));
+    await runGenerator(onCore(1, ['dist/src/cli/main.js', 'load', spec.scenario, '--url', `http://127.0.0.1:${port}`, ...loadArgs, ...loadExtra, '--server-pid', String(server.pid), '--json', jsonFile]), server);
     const stats = await serverStats(port);
     return { caseName, target, report: readReport(jsonFile), messagesSent: stats.perseid_messages_sent_total ?? NaN };
   } finally {
@@ -162,7 +166,7 @@ const save = (extra: object = {}) => {
   mkdirSync(join(values.out!, '..'), { recursive: true });
   writeFileSync(values.out!, JSON.stringify({ date: new Date().toISOString(), node: process.version, commit, command, outcomes, ...extra }, null, 2) + '\n');
 };
-let port = 4400;
+let port = Number(values.port);
 for (let run = 1; run <= runs; run++) {
   for (const caseName of cases) {
     for (const target of targetsOf(caseName)) {

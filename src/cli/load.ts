@@ -62,7 +62,7 @@ export const loadCommand: CommandSpec = {
     'ctx: measure(name, fn), sleep(ms), think(), count(name), params, vu, running.',
     '--compare against a run that differs only in --duration compares latencies, failures and CPU per operation, not the rates or peak memory.',
     'Ctrl-C stops the users and still writes the reports, marked interrupted; a second one quits at once.',
-    'Exit status: 0 done; 1 no user completed, or --compare found a figure worse than --threshold; 2 bad usage, unreachable server, or a --compare baseline of another load; ended by SIGINT after a Ctrl-C.',
+    'Exit status: 0 done; 1 no user completed, a generator process of --processes died before reporting, or --compare found a figure worse than --threshold; 2 bad usage, unreachable server, or a --compare baseline of another load; ended by SIGINT after a Ctrl-C.',
   ].join('\n'),
 };
 
@@ -219,7 +219,8 @@ export async function runLoadCommand(parsed: Parsed): Promise<number> {
     process.kill(process.pid, interruptedBy);
     return -1;
   }
-  let status = report.users.completed === 0 ? 1 : 0;
+  // A generator process lost mid-run leaves figures that cannot be trusted as the whole load's.
+  let status = report.users.completed === 0 || report.lostGenerators ? 1 : 0;
   if (baseline) {
     const comparison = compareReports(report, baseline);
     process.stdout.write('\n' + compareText(comparison, judging) + '\n');

@@ -102,11 +102,18 @@ export class LeanLoadClient implements LoadClient {
   }
 }
 
-/** The `ws` WebSocket, counting the messages and bytes of every frame the full client sends and receives. */
-function countingWebSocket(counters: ClientCounters): WebSocketConstructor {
+/**
+ * The `ws` WebSocket, counting the messages and bytes of every frame the full client sends and receives,
+ * and telling `onRefused` the HTTP status of an upgrade the server refused (the client says only that the connection closed).
+ */
+function countingWebSocket(counters: ClientCounters, onRefused: (status: string) => void): WebSocketConstructor {
   return class CountingWebSocket extends WebSocket {
     constructor(url: string) {
       super(url);
+      this.once('error', (error) => {
+        const status = /^Unexpected server response: (\d+)/.exec(error.message)?.[1];
+        if (status) onRefused(status);
+      });
       this.on('message', (data: RawData) => {
         counters.messagesIn++;
         counters.bytesIn += Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.byteLength;
@@ -124,33 +131,70 @@ function countingWebSocket(counters: ClientCounters): WebSocketConstructor {
 /** The perseid/client DDPClient: every message decoded, documents kept, waits on collection state. */
 export class FullLoadClient implements LoadClient {
   readonly mode = 'full';
+  /** Why the connection ended, once it has: the client keeps subscriptions waiting for a reconnect that never comes here. */
+  private lost: Error | undefined;
+  private readonly onLost = new Set<(error: Error) => void>();
 
-  private constructor(private readonly client: DDPClient) {}
+  private constructor(
+    private readonly client: DDPClient,
+    private readonly timeoutMs: number,
+  ) {
+    client.on('disconnected', ({ reason }) => {
+      this.lost ??= new Error(reason === 'client disconnect' ? 'closed' : 'connection closed by the server');
+      for (const fail of this.onLost) fail(this.lost);
+    });
+  }
 
   static async connect(url: string, counters: ClientCounters, timeoutMs: number): Promise<FullLoadClient> {
-    const client = new DDPClient(url, { autoReconnect: false, connectTimeout: timeoutMs, WebSocket: countingWebSocket(counters) });
-    await client.connect();
-    return new FullLoadClient(client);
+    let refused: string | undefined;
+    const client = new DDPClient(url, { autoReconnect: false, connectTimeout: timeoutMs, WebSocket: countingWebSocket(counters, (status) => (refused = status)) });
+    try {
+      await client.connect();
+    } catch (error) {
+      // Said as the lean client says it, so that both count it under one kind.
+      throw refused ? new Error(`upgrade refused: HTTP ${refused}`) : error;
+    }
+    return new FullLoadClient(client, timeoutMs);
+  }
+
+  /** `work`, failed when the connection ends or `timeoutMs` passes first, as every wait of the lean client is. */
+  private bounded<T>(what: string, work: Promise<T>): Promise<T> {
+    work.catch(() => undefined); // it may settle after it was given up
+    if (this.lost) return Promise.reject(this.lost);
+    let fail: (error: Error) => void = () => undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const ended = new Promise<never>((_, reject) => {
+      fail = reject;
+      timer = setTimeout(() => reject(new Error(`timeout waiting for ${what}`)), this.timeoutMs);
+    });
+    this.onLost.add(fail);
+    return Promise.race([work, ended]).finally(() => {
+      clearTimeout(timer);
+      this.onLost.delete(fail);
+    });
   }
 
   call<T = unknown>(method: string, ...params: unknown[]): Promise<T> {
-    return this.client.call<T>(method, ...params);
+    return this.bounded(`the result of ${method}`, this.client.call<T>(method, ...params));
   }
 
   apply<T = unknown>(method: string, params: unknown[], options: ApplyOptions = {}): Promise<T> {
-    return this.client.apply<T>(method, params, options);
+    return this.bounded(`the result of ${method}`, this.client.apply<T>(method, params, options));
   }
 
   async subscribe(name: string, ...params: unknown[]): Promise<SubscriptionHandle> {
     const sub = this.client.subscribe(name, ...params);
-    await sub.ready;
+    await this.bounded(`subscription ${name} to be ready`, sub.ready);
     return {
       id: sub.id,
       stop: () =>
-        new Promise<void>((resolve) => {
-          sub.onStop(() => resolve());
-          sub.stop();
-        }),
+        this.bounded(
+          `subscription ${name} to stop`,
+          new Promise<void>((resolve) => {
+            sub.onStop(() => resolve());
+            sub.stop();
+          }),
+        ),
     };
   }
 
@@ -164,7 +208,7 @@ export class FullLoadClient implements LoadClient {
     });
     try {
       await action();
-      await seen;
+      await this.bounded(`${change} ${collection} ${id}`, seen);
     } finally {
       unsubscribe?.();
     }

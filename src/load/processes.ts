@@ -7,7 +7,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { Measurements } from './measurements.js';
-import type { Progress, RunOptions, RunResult } from './runner.js';
+import { arrivalTimes, runLimitMs, type Progress, type RunOptions, type RunResult } from './runner.js';
 
 export type SerializableRunOptions = Omit<RunOptions, 'scenario' | 'onProgress' | 'progressExtra' | 'share' | 'signal'>;
 
@@ -70,6 +70,9 @@ export function mergeResults(results: RunResult[]): RunResult {
   };
 }
 
+/** How long past its run's limit a generator process may take to report before it is killed (and its users' figures lost). */
+const OVERDUE_MARGIN_MS = 3000;
+
 export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult> {
   const children: ChildProcess[] = [];
   const progress: Array<Progress | undefined> = new Array(o.processes).fill(undefined);
@@ -88,13 +91,28 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
   const stop = () => {
     for (const child of children) if (child.connected) child.send({ kind: 'stop' } satisfies GeneratorStop);
   };
+  // Quitting at once (a second Ctrl-C) must not leave a process behind: one blocked in a loop would not see its parent go.
+  const killAll = () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  process.once('exit', killAll);
+  // A process whose event loop is blocked (a scenario that loops for ever) keeps no deadline of its own: this one ends it.
+  let overdueFired = false;
+  const overdue = setTimeout(
+    () => {
+      overdueFired = true;
+      killAll();
+    },
+    startAt - Date.now() + runLimitMs(o.options) + OVERDUE_MARGIN_MS,
+  );
   o.signal?.addEventListener('abort', stop, { once: true });
   try {
-    const results = await Promise.all(
+    const lost: string[] = [];
+    const settled = await Promise.all(
       Array.from({ length: o.processes }, (_, index) => {
         const child = fork(o.entry, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
         children.push(child);
-        return new Promise<RunResult>((resolve, reject) => {
+        return new Promise<RunResult | undefined>((resolve, reject) => {
           let settled = false;
           child.on('message', (message: GeneratorMessage) => {
             if (message.kind === 'progress') progress[index] = message.progress;
@@ -106,8 +124,15 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
               reject(new Error(`generator process ${index + 1}: ${message.message}`));
             }
           });
+          // A process that dies mid-run loses its users' figures, not the others': the run goes on and the report says what is missing.
           child.once('exit', (code, signal) => {
-            if (!settled) reject(new Error(`generator process ${index + 1} exited (${signal ?? code}) before reporting`));
+            if (settled) return;
+            settled = true;
+            const seen = progress[index];
+            const users = seen ? `its ${seen.started} users so far (${seen.completed} done, ${seen.errors} errors)` : 'its users';
+            const how = overdueFired ? 'was killed, not having reported by the end of the run and its grace (a scenario blocking its event loop?),' : `exited (${signal ?? `status ${code}`})`;
+            lost.push(`generator process ${index + 1} ${how} ${Math.max(0, (Date.now() - startAt) / 1000).toFixed(1)} s into the run, before reporting: the figures of ${users} are missing`);
+            resolve(undefined);
           });
           const request: GeneratorRequest = { scenario: o.scenario, options: o.options, share: { index, of: o.processes, startAt } };
           child.send(request);
@@ -115,7 +140,14 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
         });
       }),
     );
+    const results = settled.filter((r): r is RunResult => r !== undefined);
+    if (results.length === 0) throw new Error(`every generator process exited before reporting (${lost.join('; ')})`);
     const merged = mergeResults(results);
+    if (lost.length) {
+      merged.lostGenerators = lost;
+      // Planned counts every user, so that 'started of planned' shows the lost processes' share missing.
+      merged.users.planned = o.options.concurrency ?? arrivalTimes(o.options.phases ?? []).length;
+    }
     const u = merged.users;
     o.onProgress?.(`${merged.seconds.toFixed(0).padStart(4)}s  done: ${u.completed} completed, ${u.failed} failed, ${u.aborted} stopped (${o.processes} processes)`, {
       seconds: merged.seconds,
@@ -129,6 +161,8 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
   } finally {
     o.signal?.removeEventListener('abort', stop);
     clearInterval(ticker);
+    clearTimeout(overdue);
+    process.off('exit', killAll);
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
   }
 }

@@ -64,9 +64,25 @@ export interface RunResult {
   raw?: EncodedMeasurements;
   /** Stopped early by `signal`: the figures cover only part of the run. */
   interrupted?: true;
+  /** With --processes: generator processes that died before reporting, each in a line; their users' figures are missing. */
+  lostGenerators?: string[];
 }
 
 class StoppedError extends Error {}
+
+/**
+ * How long users may take to end once stopped (by the deadline or a Ctrl-C)
+ * before they are given up and counted as stopped: a scenario can await
+ * something that never settles, and the run must still end. Longer than a
+ * lean connection's closing handshake takes at most.
+ */
+const STOP_WAIT_MS = 5000;
+
+/** Milliseconds from a run's start by which every user has ended or been given up: its last arrival (or a fixed run's end), the grace, and the wait for stopped users. */
+export function runLimitMs(options: Pick<RunOptions, 'phases' | 'concurrency' | 'duration' | 'graceSeconds'>): number {
+  const arrivalsEnd = options.concurrency !== undefined ? (options.duration ?? 60) * 1000 : (arrivalTimes(options.phases ?? []).at(-1) ?? 0);
+  return arrivalsEnd + options.graceSeconds * 1000 + STOP_WAIT_MS;
+}
 
 /** Start times (ms after the beginning) of every arrival in the phases: rate r(t) grows linearly within a phase. */
 export function arrivalTimes(phases: Phase[]): number[] {
@@ -216,10 +232,15 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
   }, 1000);
 
   const running: Array<Promise<void>> = [];
+  let giveUp: () => void = () => undefined;
+  const givenUp = new Promise<void>((resolve) => (giveUp = resolve));
+  let giveUpTimer: NodeJS.Timeout | undefined;
   const stopAll = () => {
+    if (stopping) return;
     stopping = true;
     for (const stop of stopTimers) stop();
     for (const client of clients) void client.close();
+    giveUpTimer = setTimeout(giveUp, STOP_WAIT_MS);
   };
   // Bounded in time: whoever is still running is stopped.
   const deadline = setTimeout(stopAll, hardDeadline - performance.now());
@@ -247,18 +268,22 @@ export async function runLoad(options: RunOptions): Promise<RunResult> {
         running.push(runUser(vu));
       }
     }
-    await Promise.all(running);
+    await Promise.race([Promise.all(running), givenUp]);
+    // Users that did not end when stopped are left behind (their scenario awaits what never settles).
+    users.aborted += active;
     // Messages still arriving at closing users count as traffic of this run.
-    await Promise.all(closing);
+    await Promise.race([Promise.all(closing), givenUp]);
   } finally {
     clearTimeout(deadline);
+    clearTimeout(giveUpTimer);
     clearInterval(progress);
     options.signal?.removeEventListener('abort', interrupt);
   }
   const cpu = process.cpuUsage(cpu0);
   const result: RunResult = {
     seconds: (performance.now() - t0) / 1000,
-    users,
+    // A copy: users left behind may still end, and must not change the result.
+    users: { ...users },
     measures: measurements.summaries(),
     counts: Object.fromEntries(counts),
     errors: Object.fromEntries(measurements.errors),

@@ -114,10 +114,20 @@ function figures(report: LoadReport): Figure[] {
   return out;
 }
 
+/** How much of its load a run's figures cover: all of it, or the part before a Ctrl-C, or all but a lost generator process's users. */
+function coverage(report: LoadReport): string {
+  if (report.interrupted) return `interrupted after ${report.seconds.toFixed(1)} s`;
+  const lost = report.lostGenerators?.length ?? 0;
+  if (lost > 0) return `${lost} generator process${lost === 1 ? '' : 'es'} lost`;
+  return 'whole';
+}
+
 export function compareReports(current: LoadReport, baseline: LoadReport): Comparison {
   const differences = setupDifferences(baseline, current);
   if (differences.some((d) => d.blocks)) return { differences, changes: [], leftOut: [] };
-  const lengthDiffers = differences.some((d) => d.what === 'duration');
+  // A run cut short counts fewer operations and less wind-down: its rates compare as a shorter run's do, which is not at all.
+  differ(differences, 'figures', coverage(baseline), coverage(current), false);
+  const lengthDiffers = differences.some((d) => d.what === 'duration' || d.what === 'figures');
   const before = new Map(figures(baseline).map((f) => [f.figure, f]));
   const changes: Change[] = [];
   const leftOut: string[] = [];

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { LoadReport } from './model.js';
-import { serverText, shapeText } from './text.js';
+import { INTERRUPTED, serverText, shapeText } from './text.js';
 
 const require = createRequire(import.meta.url);
 
@@ -77,12 +77,13 @@ export function htmlReport(report: LoadReport): string {
     ['shape', shapeText(report.shape)],
     ['think time', `${report.shape.thinkMs} ms`],
     ['client', report.client],
-    ['duration', `${report.seconds.toFixed(1)} s`],
+    ['duration', `${report.seconds.toFixed(1)} s${report.interrupted ? ` (${INTERRUPTED})` : ''}`],
     ['users', `${users.started} started of ${users.planned}; ${users.completed} completed, ${users.failed} failed, ${users.aborted} stopped; at most ${users.maxActive} at once`],
     ['throughput', `${fmt(report.rates.operationsPerSecond)} operations/s${report.rates.subscriptionsPerMinute === undefined ? '' : `, ${fmt(report.rates.subscriptionsPerMinute, 0)} subscriptions/min`}`],
     ['traffic', `in ${traffic.messagesIn} messages, ${(traffic.bytesIn / 1e6).toFixed(1)} MB; out ${traffic.messagesOut} messages, ${(traffic.bytesOut / 1e6).toFixed(1)} MB`],
     ['generator CPU', `${fmt(report.generatorCpuSeconds, 2)} s (${fmt((100 * report.generatorCpuSeconds) / report.seconds)} % of a core)`],
   ];
+  for (const line of report.lostGenerators ?? []) facts.push(['warning', line]);
   if (report.server) facts.push(['server', serverText(report.server)]);
   facts.push(['run', `${report.date} · node ${report.node} · ${report.command}`]);
   const measures = Object.entries(report.measures).map(([name, s]) => [name, String(s.count), fmt(s.p50), fmt(s.p95), fmt(s.p99), fmt(s.max), fmt(s.mean)]);

@@ -22,3 +22,6 @@ export function serverText(server: ServerFigures): string {
   const processes = `${server.processes} process${server.processes === 1 ? '' : 'es'}`;
   return `pid ${server.pid} (${processes}): ${fmt(server.cpuSeconds, 2)} s CPU (${fmt(server.cpuPercent)} % of a core), peak RSS ${server.peakRssMb} MB`;
 }
+
+/** What the duration of an interrupted run says, in the summary and the HTML report. */
+export const INTERRUPTED = 'interrupted: the figures cover only this part of the run';
