@@ -12,17 +12,42 @@ import type { ClientCounters } from '../src/load/load-client.js';
 import { cpuSeconds } from '../src/load/process-table.js';
 import { readFileSync } from 'node:fs';
 
-const { values } = parseArgs({
-  options: {
-    url: { type: 'string' },
-    users: { type: 'string', default: '10000' },
-    'per-connection': { type: 'string', default: '100' },
-    rate: { type: 'string', default: '200' },
-    seconds: { type: 'string', default: '30' },
-    warmup: { type: 'string', default: '5' },
-    'server-pid': { type: 'string' },
-  },
-});
+const USAGE = `node dist/bench/many-queries-load.js --url <ws-url> --server-pid <pid> [--users n] [--per-connection n] [--rate n] [--seconds n] [--warmup n]
+The load side of many-queries.js, which starts it with a server on the other core: run that one instead
+(node dist/bench/many-queries.js --help). Prints one JSON line.`;
+
+function usageError(message: string): never {
+  console.error(`many-queries-load: ${message}\n${USAGE}`);
+  process.exit(2);
+}
+
+let parsed: ReturnType<typeof parseOptions>;
+try {
+  parsed = parseOptions();
+} catch (error) {
+  usageError((error as Error).message);
+}
+if (parsed.values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+if (!parsed.values.url || !parsed.values['server-pid']) usageError('--url and --server-pid are needed');
+const { values } = parsed;
+
+function parseOptions() {
+  return parseArgs({
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      url: { type: 'string' },
+      users: { type: 'string', default: '10000' },
+      'per-connection': { type: 'string', default: '100' },
+      rate: { type: 'string', default: '200' },
+      seconds: { type: 'string', default: '30' },
+      warmup: { type: 'string', default: '5' },
+      'server-pid': { type: 'string' },
+    },
+  });
+}
 const users = Number(values.users);
 const perConnection = Number(values['per-connection']);
 const rate = Number(values.rate);

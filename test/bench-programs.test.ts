@@ -5,7 +5,7 @@
  * program in seconds, in one line, with none of its processes or folders left.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
@@ -64,6 +64,12 @@ describe('the benchmark programs\' help', () => {
       assert.match(help, /^Needs: the repository built \(npm install\), run from its root; two cores and taskset \(util-linux\)/m, program);
       assert.match(help, /Ports from (--port|\d+) up must be free\.$/m, program);
     }
+    // many-queries' load side, run by it: its help points there, and a wrong flag is one line and the usage, no stack.
+    assert.match(execFileSync(process.execPath, ['dist/bench/many-queries-load.js', '--help'], { encoding: 'utf8' }), /run that one instead/);
+    const wrong = spawnSync(process.execPath, ['dist/bench/many-queries-load.js', '--rates', '5'], { encoding: 'utf8' });
+    assert.equal(wrong.status, 2);
+    assert.match(wrong.stderr, /^many-queries-load: Unknown option '--rates'/);
+    assert.doesNotMatch(wrong.stderr, /\n\s+at /);
   });
 });
 
