@@ -165,6 +165,15 @@ export default async function (client, ctx) {
     assert.match(out.stdout, /^users {6}4 started of 8, /m);
   });
 
+  it('with --processes, says in one line when every generator process died, with no stack trace', async () => {
+    const script = join(dir, 'all-die.mjs');
+    writeFileSync(script, `export default async function () { process.exit(4); }\n`);
+    const out = await load([script, '--url', server.url, '--client', 'lean', '--rate', '10', '--duration', '0.4', '--processes', '2']);
+    assert.notEqual(out.status, 0);
+    assert.match(out.stderr, /every generator process exited before reporting \(generator process 1 exited \(status 4\)/);
+    assert.doesNotMatch(out.stderr, /\n\s+at /, 'no stack trace');
+  });
+
   it('with --processes, ends on time when a scenario blocks a generator process\'s event loop: that process is killed and named, also on quitting at once', async () => {
     const script = join(dir, 'blocks.mjs');
     writeFileSync(script, `export default async function (client, ctx) { await client.call('fast'); await ctx.sleep(100); if (ctx.vu === 1) for (;;); }\n`);

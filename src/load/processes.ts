@@ -7,6 +7,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { Measurements } from './measurements.js';
+import { LoadSetupError } from './setup-error.js';
 import { arrivalTimes, runLimitMs, type Progress, type RunOptions, type RunResult } from './runner.js';
 
 export type SerializableRunOptions = Omit<RunOptions, 'scenario' | 'onProgress' | 'progressExtra' | 'share' | 'signal'>;
@@ -141,7 +142,7 @@ export async function runLoadInProcesses(o: ProcessesOptions): Promise<RunResult
       }),
     );
     const results = settled.filter((r): r is RunResult => r !== undefined);
-    if (results.length === 0) throw new Error(`every generator process exited before reporting (${lost.join('; ')})`);
+    if (results.length === 0) throw new LoadSetupError(`every generator process exited before reporting (${lost.join('; ')})`);
     const merged = mergeResults(results);
     if (lost.length) {
       merged.lostGenerators = lost;

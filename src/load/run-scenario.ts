@@ -12,6 +12,7 @@ import { runLoadInProcesses } from './processes.js';
 import { runLoad, type RunOptions } from './runner.js';
 import type { Phase, ScenarioModule } from './scenario.js';
 import { BUILT_IN } from './scenarios/index.js';
+import { LoadSetupError } from './setup-error.js';
 import { SpawnedServer } from './spawned-server.js';
 
 export interface LoadSettings {
@@ -43,7 +44,7 @@ export interface LoadSettings {
   signal?: AbortSignal;
 }
 
-export class LoadSetupError extends Error {}
+export { LoadSetupError };
 
 export async function loadScenario(name: string): Promise<{ module: ScenarioModule; name: string }> {
   const builtIn = BUILT_IN[name.toLowerCase()];
