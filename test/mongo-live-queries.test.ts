@@ -5,6 +5,7 @@
  * and a database restart under a live query.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { MongoClient, Timestamp } from 'mongodb';
 import { serviceUrl, startService, type RunningService } from '../scripts/services/control.js';
@@ -400,6 +401,34 @@ describe('an oplog entry committed after newer ones (FerretDB commits out of tim
       await c.insertAsync({ _id: 'c', n: 4 });
       await converges(c, all.docs, {});
       assert.deepEqual([...all.docs.entries()].sort(), [['a', { n: 1 }], ['b', { n: 2 }], ['c', { n: 4 }]]);
+      all.stop();
+    });
+  });
+});
+
+describe('an oplog that rolled past the tailer (a capped oplog trimmed entries it had not read)', ON_MONGO_JAVA_SERVER, () => {
+  it('makes live queries re-read, so the changes it lost still reach them', async () => {
+    await onMongoJavaServer('oplog', async (opened) => {
+      const c = new Collection('rolled', { database: opened.database });
+      await c.insertAsync({ _id: 'a', n: 1 });
+      const all = await mirror(c, {});
+      await converges(c, all.docs, {});
+      // Another process writes three documents, and the oplog loses every entry of this collection but the
+      // newest, as a capped oplog does when it fills up faster than the tailer reads. Done from a child process
+      // while this one waits for it, so that the tailer (in this process) cannot read in between.
+      const ns = `${opened.dbName}.rolled`;
+      const script = `
+        import { MongoClient } from 'mongodb';
+        const client = new MongoClient(${JSON.stringify(opened.url)});
+        const rolled = client.db().collection('rolled');
+        for (const _id of ['x1', 'x2', 'x3']) await rolled.insertOne({ _id, n: 2 });
+        const oplog = client.db('local').collection('oplog.rs');
+        const [newest] = await oplog.find({ ns: ${JSON.stringify(ns)} }).sort({ $natural: -1 }).limit(1).toArray();
+        await oplog.deleteMany({ ns: ${JSON.stringify(ns)}, ts: { $lt: newest.ts } });
+        await client.close();`;
+      execFileSync(process.execPath, ['--input-type=module', '-e', script], { timeout: 15000 });
+      await converges(c, all.docs, {});
+      assert.deepEqual([...all.docs.keys()].sort(), ['a', 'x1', 'x2', 'x3']);
       all.stop();
     });
   });
