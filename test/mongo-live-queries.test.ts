@@ -24,6 +24,8 @@ import { killCursors } from '../scripts/live-diff/targets.js';
 import { freshDatabase, mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { apm } from '../src/metrics/apm.js';
 import { RawPeer } from './helpers.js';
+import { eventually } from './processes.js';
+import { setLogLevel, setLogSink } from '../src/log.js';
 import { needs, skipOnMissing, START_SERVICES } from './skips.js';
 
 const { targets, missing } = await mongoTargets();
@@ -312,6 +314,42 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
       peer.close();
     } finally {
       await server.close();
+      await database.close();
+    }
+  });
+
+  it('says once that its change stream failed, however many times it retries while the server is down, and re-reads once it is back', async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('info');
+    const database = await openDatabase({ mongoUrl: `${instance.url}streamdown`, changeSource: 'change-stream', serverSelectionTimeoutMs: 500, operationTimeoutMs: 3000 });
+    try {
+      const c = new Collection('streamdown', { database });
+      await c.insertAsync({ _id: 'before', n: 1 });
+      const seen = await mirror(c);
+      await instance.stop();
+      // Retried after 0.1, 0.5 and 2 s, each failing within the 0.5 s server selection: at least three failures.
+      await new Promise((r) => setTimeout(r, 5000));
+      await instance.restart();
+      const deadline = Date.now() + 20000;
+      for (;;) {
+        try {
+          await c.insertAsync({ _id: `after-${Date.now()}`, n: 2 });
+          break;
+        } catch (error) {
+          if (Date.now() > deadline) throw error;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+      await converges(c, seen.docs, {}, {}, 15000);
+      await eventually(() => lines.some((l) => /re-read reason="change stream reopened"/.test(l)), 'the stream reopened', 10000);
+      const failed = lines.filter((l) => /WARN .*change stream failed/.test(l));
+      assert.equal(failed.length, 1, lines.join('\n'));
+      assert.equal(lines.filter((l) => /re-read reason="change stream reopened"/.test(l)).length, 1, lines.join('\n'));
+      seen.stop();
+    } finally {
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
       await database.close();
     }
   });
