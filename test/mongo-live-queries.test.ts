@@ -472,6 +472,30 @@ describe('an oplog that rolled past the tailer (a capped oplog trimmed entries i
   });
 });
 
+describe('polling', ON_MONGO_JAVA_SERVER, () => {
+  it('logs its routine re-reads (each interval, each write of this process) at the debug level only', async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('info');
+    const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'poll').open();
+    try {
+      const c = new Collection('polled', { database: opened.database });
+      const all = await mirror(c, {});
+      for (let n = 0; n < 5; n++) await c.insertAsync({ _id: `p${n}`, n });
+      // Three intervals of 200 ms.
+      await new Promise((r) => setTimeout(r, 600));
+      await converges(c, all.docs, {});
+      assert.equal(all.docs.size, 5);
+      assert.deepEqual(lines.filter((l) => /live queries re-read/.test(l)), []);
+      all.stop();
+    } finally {
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      await opened.cleanup();
+    }
+  });
+});
+
 describe('a change stream whose cursor is killed', ON_MONGO_JAVA_SERVER, () => {
   it('is resumed by the driver, and its live queries re-read what the server may not replay', async () => {
     await onMongoJavaServer('change-stream', async (opened, external) => {
