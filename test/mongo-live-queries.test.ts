@@ -318,6 +318,35 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
     }
   });
 
+  it('logs the calls it fails while it is down in one line, with how many, not a line per call', async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('info');
+    const database = await openDatabase({ mongoUrl: `${instance.url}manycalls`, changeSource: 'change-stream', serverSelectionTimeoutMs: 500, operationTimeoutMs: 3000 });
+    const c = new Collection('manycalls', { database });
+    const server = createServer();
+    server.methods({ add: (doc: unknown) => c.insertAsync(doc as Document) });
+    const { port } = await server.listen(0);
+    try {
+      const peer = await RawPeer.connected(`ws://127.0.0.1:${port}/websocket`);
+      await instance.stop();
+      for (let i = 0; i < 10; i++) {
+        const down = await peer.call(`down-${i}`, 'add', [{ _id: `d${i}` }]);
+        assert.equal((down.result.error as { error?: number } | undefined)?.error, 503);
+      }
+      const failures = lines.filter((l) => /\[server\] method/.test(l));
+      assert.equal(failures.length, 1, failures.join('\n'));
+      assert.match(failures[0]!, /WARN .*methods failing with a server error.* method=add reason="Database unavailable" .*failed=1/);
+      peer.close();
+    } finally {
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      await instance.restart();
+      await server.close();
+      await database.close();
+    }
+  });
+
   it('says once that its change stream failed, however many times it retries while the server is down, and re-reads once it is back', async () => {
     const lines: string[] = [];
     setLogSink((line) => lines.push(line));
