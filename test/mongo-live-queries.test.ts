@@ -347,6 +347,36 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
     }
   });
 
+  it('reopens its change stream as soon as the server is back, not at the end of its retry pause', async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('debug'); // to see each failure of the stream
+    const database = await openDatabase({ mongoUrl: `${instance.url}backsoon`, changeSource: 'change-stream', serverSelectionTimeoutMs: 500, operationTimeoutMs: 3000 });
+    const external = new MongoClient(`${instance.url}backsoon`, { serverSelectionTimeoutMS: 500 });
+    try {
+      const c = new Collection('backsoon', { database });
+      await c.insertAsync({ _id: 'before', n: 1 });
+      const seen = await mirror(c);
+      await instance.stop();
+      // Retried after 0.1, 0.5 and 2 s: after the fourth failure the stream waits 5 s before it tries again.
+      const failures = () => lines.filter((l) => /change stream failed/.test(l)).length;
+      await eventually(() => failures() >= 4, 'four failures of the change stream', 15000);
+      await instance.restart();
+      // The restarted server is empty: the live query re-reads once the database is reachable again.
+      await eventually(() => !seen.docs.has('before'), 'the re-read after the server came back', 10000);
+      const written = Date.now();
+      await external.db().collection('backsoon').insertOne({ _id: 'outside' as never, n: 2 });
+      await eventually(() => seen.docs.has('outside'), 'the outside write on the observer', 10000);
+      assert.ok(Date.now() - written < 2000, `seen ${Date.now() - written} ms after it was written`);
+      seen.stop();
+    } finally {
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      await external.close();
+      await database.close();
+    }
+  });
+
   it('says once that its change stream failed, however many times it retries while the server is down, and re-reads once it is back', async () => {
     const lines: string[] = [];
     setLogSink((line) => lines.push(line));

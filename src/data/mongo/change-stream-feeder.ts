@@ -66,6 +66,8 @@ function modifierOf(description: { updatedFields?: BsonDocument; removedFields?:
 
 export class ChangeStreamFeeder {
   private readonly streams = new Map<string, OpenStream>();
+  /** Streams that failed, waiting out their retry pause, with what reopens them. */
+  private readonly pending = new Map<string, { timer: NodeJS.Timeout; reopen(): void }>();
   /** Resume token per stream ('' is the database stream). */
   private readonly tokens = new Map<string, unknown>();
   private reopenTimer: NodeJS.Timeout | undefined;
@@ -74,6 +76,7 @@ export class ChangeStreamFeeder {
   /** A stream failed and none has opened since: later failures of the same outage are not logged again. */
   private failing = false;
   private readonly unsubscribe: () => void;
+  private readonly unsubscribeRecovered: () => void;
 
   constructor(
     private readonly clients: ClientHolder,
@@ -83,6 +86,8 @@ export class ChangeStreamFeeder {
   ) {
     hub.onWatchedChange = (collections) => this.adjust(collections);
     this.unsubscribe = clients.onReplaced(() => this.restart());
+    // The database answers again (a live query's re-read, a write): streams waiting out a retry pause reopen now.
+    this.unsubscribeRecovered = clients.onRecovered(() => this.reopenNow());
   }
 
   /** Resolves once changes of `collection` are being streamed (live queries read only after that, so none is missed). */
@@ -92,10 +97,18 @@ export class ChangeStreamFeeder {
     await this.streams.get(key)?.opened;
   }
 
+  /** Reopens the streams waiting out a retry pause (up to 5 s). */
+  private reopenNow(): void {
+    for (const { reopen } of [...this.pending.values()]) reopen();
+  }
+
   close(): void {
     this.closed = true;
     this.unsubscribe();
+    this.unsubscribeRecovered();
     clearTimeout(this.reopenTimer);
+    for (const { timer } of this.pending.values()) clearTimeout(timer);
+    this.pending.clear();
     for (const { stream } of this.streams.values()) void stream.close().catch(() => undefined);
     this.streams.clear();
   }
@@ -106,7 +119,7 @@ export class ChangeStreamFeeder {
       this.reopen('');
       return;
     }
-    for (const name of collections) if (!this.streams.has(name)) this.open(name);
+    for (const name of collections) if (!this.streams.has(name) && !this.pending.has(name)) this.open(name);
     for (const [name, { stream }] of this.streams) {
       if (!collections.has(name)) {
         this.streams.delete(name);
@@ -268,14 +281,20 @@ export class ChangeStreamFeeder {
     if (entry) void entry.stream.close().catch(() => undefined);
     if (fresh) this.tokens.delete(key);
     const delay = RETRY_MS[Math.min(this.failures++, RETRY_MS.length - 1)]!;
-    setTimeout(() => {
-      if (this.closed) return;
+    clearTimeout(this.pending.get(key)?.timer);
+    const reopen = () => {
+      clearTimeout(timer);
+      this.pending.delete(key);
+      // A collection no longer watched meanwhile stays closed.
+      if (this.closed || (this.scope === 'collection' && !this.hub.watched().has(key))) return;
       this.open(key);
       // The resume token avoids a gap on a healthy replica set, but a server that
       // restarted without its history resumes silently from nowhere: re-read as
       // well, once the new stream is open, so nothing is missed either way. A stream that
       // failed again (the database still down) retries, and re-reads when one opens.
       void this.streams.get(key)?.opened.then((accepted) => accepted && this.hub.resync(fresh ? 'change stream history lost' : 'change stream reopened', this.scope === 'database' ? undefined : key));
-    }, delay).unref();
+    };
+    const timer = setTimeout(reopen, delay).unref();
+    this.pending.set(key, { timer, reopen });
   }
 }
