@@ -16,6 +16,8 @@ export class RefusalLog {
     private readonly log: Logger,
     /** The line: what is refused, and what to do about it. */
     private readonly message: string,
+    /** The name of the count's field. */
+    private readonly counted = 'refused',
   ) {}
 
   /** Counts a refusal; warns with `fields` and the count when the last warning is a minute old. */
@@ -23,7 +25,7 @@ export class RefusalLog {
     this.refused++;
     const now = performance.now();
     if (now - this.lastWarning < EVERY_MS) return;
-    this.log.warn(this.message, { ...fields, refused: this.refused });
+    this.log.warn(this.message, { ...fields, [this.counted]: this.refused });
     this.refused = 0;
     this.lastWarning = now;
   }

@@ -105,7 +105,7 @@ export async function showingLogs(processes: ReadonlyArray<{ log(): string } | u
   try {
     await test();
   } catch (error) {
-    const tails = processes.map((p, i) => p && `--- process ${i}:\n${p.log().split('\n').filter((line) => !/method failed|reason="poll interval"/.test(line)).slice(-25).join('\n')}`);
+    const tails = processes.map((p, i) => p && `--- process ${i}:\n${p.log().split('\n').filter((line) => !/method failed/.test(line)).slice(-25).join('\n')}`);
     const logs = `\n${tails.filter(Boolean).join('\n')}`;
     (error as Error).message += logs;
     // An AssertionError's stack (what the reporter prints) was written before: it gets the logs too.

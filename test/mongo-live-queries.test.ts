@@ -5,6 +5,7 @@
  * and a database restart under a live query.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { MongoClient, Timestamp } from 'mongodb';
 import { serviceUrl, startService, type RunningService } from '../scripts/services/control.js';
@@ -23,6 +24,8 @@ import { killCursors } from '../scripts/live-diff/targets.js';
 import { freshDatabase, mongoTarget, mongoTargets, type DatabaseTarget } from './databases.js';
 import { apm } from '../src/metrics/apm.js';
 import { RawPeer } from './helpers.js';
+import { eventually } from './processes.js';
+import { setLogLevel, setLogSink } from '../src/log.js';
 import { needs, skipOnMissing, START_SERVICES } from './skips.js';
 
 const { targets, missing } = await mongoTargets();
@@ -314,6 +317,101 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
       await database.close();
     }
   });
+
+  it('logs the calls it fails while it is down in one line, with how many, not a line per call', async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('info');
+    const database = await openDatabase({ mongoUrl: `${instance.url}manycalls`, changeSource: 'change-stream', serverSelectionTimeoutMs: 500, operationTimeoutMs: 3000 });
+    const c = new Collection('manycalls', { database });
+    const server = createServer();
+    server.methods({ add: (doc: unknown) => c.insertAsync(doc as Document) });
+    const { port } = await server.listen(0);
+    try {
+      const peer = await RawPeer.connected(`ws://127.0.0.1:${port}/websocket`);
+      await instance.stop();
+      for (let i = 0; i < 10; i++) {
+        const down = await peer.call(`down-${i}`, 'add', [{ _id: `d${i}` }]);
+        assert.equal((down.result.error as { error?: number } | undefined)?.error, 503);
+      }
+      const failures = lines.filter((l) => /\[server\] method/.test(l));
+      assert.equal(failures.length, 1, failures.join('\n'));
+      assert.match(failures[0]!, /WARN .*methods failing with a server error.* method=add reason="Database unavailable" .*failed=1/);
+      peer.close();
+    } finally {
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      await instance.restart();
+      await server.close();
+      await database.close();
+    }
+  });
+
+  it('reopens its change stream as soon as the server is back, not at the end of its retry pause', async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('debug'); // to see each failure of the stream
+    const database = await openDatabase({ mongoUrl: `${instance.url}backsoon`, changeSource: 'change-stream', serverSelectionTimeoutMs: 500, operationTimeoutMs: 3000 });
+    const external = new MongoClient(`${instance.url}backsoon`, { serverSelectionTimeoutMS: 500 });
+    try {
+      const c = new Collection('backsoon', { database });
+      await c.insertAsync({ _id: 'before', n: 1 });
+      const seen = await mirror(c);
+      await instance.stop();
+      // Retried after 0.1, 0.5 and 2 s: after the fourth failure the stream waits 5 s before it tries again.
+      const failures = () => lines.filter((l) => /change stream failed/.test(l)).length;
+      await eventually(() => failures() >= 4, 'four failures of the change stream', 15000);
+      await instance.restart();
+      // The restarted server is empty: the live query re-reads once the database is reachable again.
+      await eventually(() => !seen.docs.has('before'), 'the re-read after the server came back', 10000);
+      const written = Date.now();
+      await external.db().collection('backsoon').insertOne({ _id: 'outside' as never, n: 2 });
+      await eventually(() => seen.docs.has('outside'), 'the outside write on the observer', 10000);
+      assert.ok(Date.now() - written < 2000, `seen ${Date.now() - written} ms after it was written`);
+      seen.stop();
+    } finally {
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      await external.close();
+      await database.close();
+    }
+  });
+
+  it('says once that its change stream failed, however many times it retries while the server is down, and re-reads once it is back', async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('info');
+    const database = await openDatabase({ mongoUrl: `${instance.url}streamdown`, changeSource: 'change-stream', serverSelectionTimeoutMs: 500, operationTimeoutMs: 3000 });
+    try {
+      const c = new Collection('streamdown', { database });
+      await c.insertAsync({ _id: 'before', n: 1 });
+      const seen = await mirror(c);
+      await instance.stop();
+      // Retried after 0.1, 0.5 and 2 s, each failing within the 0.5 s server selection: at least three failures.
+      await new Promise((r) => setTimeout(r, 5000));
+      await instance.restart();
+      const deadline = Date.now() + 20000;
+      for (;;) {
+        try {
+          await c.insertAsync({ _id: `after-${Date.now()}`, n: 2 });
+          break;
+        } catch (error) {
+          if (Date.now() > deadline) throw error;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+      await converges(c, seen.docs, {}, {}, 15000);
+      await eventually(() => lines.some((l) => /re-read reason="change stream reopened"/.test(l)), 'the stream reopened', 10000);
+      const failed = lines.filter((l) => /WARN .*change stream failed/.test(l));
+      assert.equal(failed.length, 1, lines.join('\n'));
+      assert.equal(lines.filter((l) => /re-read reason="change stream reopened"/.test(l)).length, 1, lines.join('\n'));
+      seen.stop();
+    } finally {
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      await database.close();
+    }
+  });
 });
 
 /** The suites below run on mongo-java-server only (fan-out, its writable oplog, killing cursors). */
@@ -402,6 +500,58 @@ describe('an oplog entry committed after newer ones (FerretDB commits out of tim
       assert.deepEqual([...all.docs.entries()].sort(), [['a', { n: 1 }], ['b', { n: 2 }], ['c', { n: 4 }]]);
       all.stop();
     });
+  });
+});
+
+describe('an oplog that rolled past the tailer (a capped oplog trimmed entries it had not read)', ON_MONGO_JAVA_SERVER, () => {
+  it('makes live queries re-read, so the changes it lost still reach them', async () => {
+    await onMongoJavaServer('oplog', async (opened) => {
+      const c = new Collection('rolled', { database: opened.database });
+      await c.insertAsync({ _id: 'a', n: 1 });
+      const all = await mirror(c, {});
+      await converges(c, all.docs, {});
+      // Another process writes three documents, and the oplog loses every entry of this collection but the
+      // newest, as a capped oplog does when it fills up faster than the tailer reads. Done from a child process
+      // while this one waits for it, so that the tailer (in this process) cannot read in between.
+      const ns = `${opened.dbName}.rolled`;
+      const script = `
+        import { MongoClient } from 'mongodb';
+        const client = new MongoClient(${JSON.stringify(opened.url)});
+        const rolled = client.db().collection('rolled');
+        for (const _id of ['x1', 'x2', 'x3']) await rolled.insertOne({ _id, n: 2 });
+        const oplog = client.db('local').collection('oplog.rs');
+        const [newest] = await oplog.find({ ns: ${JSON.stringify(ns)} }).sort({ $natural: -1 }).limit(1).toArray();
+        await oplog.deleteMany({ ns: ${JSON.stringify(ns)}, ts: { $lt: newest.ts } });
+        await client.close();`;
+      execFileSync(process.execPath, ['--input-type=module', '-e', script], { timeout: 15000 });
+      await converges(c, all.docs, {});
+      assert.deepEqual([...all.docs.keys()].sort(), ['a', 'x1', 'x2', 'x3']);
+      all.stop();
+    });
+  });
+});
+
+describe('polling', ON_MONGO_JAVA_SERVER, () => {
+  it('logs its routine re-reads (each interval, each write of this process) at the debug level only', async () => {
+    const lines: string[] = [];
+    setLogSink((line) => lines.push(line));
+    setLogLevel('info');
+    const opened = await mongoTarget('mongo-java-server', (await serviceUrl('mongo-java-server'))!, 'poll').open();
+    try {
+      const c = new Collection('polled', { database: opened.database });
+      const all = await mirror(c, {});
+      for (let n = 0; n < 5; n++) await c.insertAsync({ _id: `p${n}`, n });
+      // Three intervals of 200 ms.
+      await new Promise((r) => setTimeout(r, 600));
+      await converges(c, all.docs, {});
+      assert.equal(all.docs.size, 5);
+      assert.deepEqual(lines.filter((l) => /live queries re-read/.test(l)), []);
+      all.stop();
+    } finally {
+      setLogSink((line) => process.stderr.write(line + '\n'));
+      setLogLevel((process.env.PERSEID_LOG_LEVEL as never) ?? 'silent');
+      await opened.cleanup();
+    }
   });
 });
 

@@ -249,6 +249,34 @@ describe('session resumption', () => {
       }
     });
 
+    it('resumes a second time with every message it missed: the first resume\'s `connected` is not counted', async () => {
+      const { client, errors, connects } = clientOver(relay);
+      const items = client.collection<Item>('items');
+      const Items = t.collection<Item>('items');
+      try {
+        await client.subscribe('items').ready;
+        await Items.insertAsync({ _id: 'kept', n: 1 });
+        await Items.insertAsync({ _id: 'gone', n: 2 });
+        await eventually(() => items.find().length === 2, 'both documents');
+        for (const round of [1, 2]) {
+          relay.down = true;
+          relay.cut();
+          await eventually(() => t.server.awaitingResumeCount === 1, `the session waiting for its client (cut ${round})`);
+          // Sent while the client is away: held for it, and the first message it will be sent again.
+          if (round === 2) await Items.removeAsync({ _id: 'gone' });
+          relay.down = false;
+          await eventually(() => connects.length === round + 1, `reconnect ${round}`);
+        }
+        assert.deepEqual(connects.map((c) => c.resumed), [false, true, true]);
+        await eventually(() => items.findOne('gone') === undefined, 'the removal held while the client was away', 3000);
+        assert.deepEqual(items.find().map((d) => d._id), ['kept']);
+        assert.deepEqual(errors, []);
+      } finally {
+        client.disconnect();
+        await Items.removeAsync({});
+      }
+    });
+
     it('ends the session at once on a deliberate disconnect', async () => {
       const { client } = clientOver(relay);
       await client.connect();

@@ -462,7 +462,8 @@ export class DDPClient extends Emitter<ClientEvents> {
   }
 
   private received(message: ServerMessage): void {
-    if (message.msg !== 'ping' && message.msg !== 'pong') this.receivedCount++;
+    // A `connected` is counted in connected(): a new session's is its first message, a resumed one's counts on neither side.
+    if (message.msg !== 'ping' && message.msg !== 'pong' && message.msg !== 'connected') this.receivedCount++;
     this.emit('message', message);
     if (isDocumentMessage(message) && !this.quiescence) {
       this.store.applyBuffered(message);

@@ -170,6 +170,7 @@ export class PerseidServer implements SessionServer {
   readonly subscriptionBudget: SubscriptionBudget;
   private readonly waitingPerAddress: WaitingPerAddress<Session>;
   private readonly connectionRefusals: RefusalLog;
+  readonly methodFailures: RefusalLog;
   /** Whether the warning that a proxy stands in front with HTTP_FORWARDED_COUNT unset was given. */
   private untrustedProxyWarned = false;
 
@@ -203,6 +204,8 @@ export class PerseidServer implements SessionServer {
     this.subscriptionBudget = new SubscriptionBudget(options.maxTotalSubscriptions ?? defaultTotalSubscriptions(), this.log);
     this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
     this.connectionRefusals = new RefusalLog(this.log, 'refusing connections: too many from one address (raise --max-connections-per-address, or set HTTP_FORWARDED_COUNT behind a proxy)');
+    // A database that is down fails every call: a line per call flooded the log during an outage.
+    this.methodFailures = new RefusalLog(this.log, 'methods failing with a server error, logged at most once a minute (failed: how many since the last line, the one named among them)', 'failed');
     this.waitingPerAddress = new WaitingPerAddress(this.addressLimit.limit);
     const compression = options.compression === false ? false : { ...DEFAULT_COMPRESSION, ...options.compression };
     this.transport = new TransportEndpoint(

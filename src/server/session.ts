@@ -49,6 +49,7 @@ import { ResumeLog } from './resume-log.js';
 import { methodTimes, sessionMetrics } from './server-metrics.js';
 import { Subscription, type PublishHandler, type SubscriptionHost } from './subscription.js';
 import type { SubscriptionBudget } from './subscription-budget.js';
+import type { RefusalLog } from '../refusal-log.js';
 
 export interface SessionSettings {
   heartbeatInterval: number;
@@ -113,6 +114,8 @@ export interface SessionServer {
   readonly inputBudget: InputBudget;
   /** The server-wide budget of subscriptions, which each subscription a session holds counts in. */
   readonly subscriptionBudget: SubscriptionBudget;
+  /** Methods that failed with a server error (5xx) they meant to give (a database that is down): logged at most once a minute, with how many. */
+  readonly methodFailures: RefusalLog;
   sessionOpened(session: Session): void;
   sessionClosed(session: Session): void;
   /** The session's client went away; the session waits for it (the server bounds how many wait). */
@@ -574,7 +577,7 @@ export class Session implements SubscriptionHost, InputHolder {
       const { error: clientError, expected } = toClientError(error);
       if (!expected) this.log.error('method failed', { method: message.method, session: this.id, error });
       else if (typeof clientError.error === 'number' && clientError.error >= 500) {
-        this.log.warn('method failed', { method: message.method, reason: clientError.reason, detail: (error as { detail?: string }).detail });
+        this.server.methodFailures.refusedOne({ method: message.method, reason: clientError.reason, detail: (error as { detail?: string }).detail });
       }
       reply = { msg: 'result', id: message.id, error: clientError.toJSON() };
       failure = error;

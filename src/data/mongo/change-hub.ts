@@ -108,10 +108,14 @@ export class ChangeHub implements ChangeSource {
     if (this.waiters.length) this.settleWaiters(change.collection, key, event.seq);
   }
 
-  /** "Re-read everything" for one collection, or for all watched ones. */
-  resync(reason: string, collection?: string): void {
+  /**
+   * "Re-read everything" for one collection, or for all watched ones. A `routine` one (a poller's
+   * interval, a poller after this process's write) is how that source works, and goes to the debug
+   * level: at info it was a line per interval and per write.
+   */
+  resync(reason: string, collection?: string, routine = false): void {
     const names = (collection ? [collection] : [...this.listeners.keys()]).filter((name) => this.listeners.has(name));
-    if (names.length) this.options.log.info('live queries re-read', { reason, collections: names });
+    if (names.length) this.options.log[routine ? 'debug' : 'info']('live queries re-read', { reason, collections: names });
     for (const name of names) this.deliver({ seq: ++this.seq, collection: name, op: 'resync', reason });
     // After a gap nothing can be said of pending writes; the re-read covers them.
     for (const waiter of this.waiters.splice(0)) {

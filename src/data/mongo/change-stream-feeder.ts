@@ -31,8 +31,8 @@ interface OpenStream {
   stream: ChangeStream;
   /** The client the stream was opened on. */
   client: MongoClient;
-  /** Resolves once the server has accepted the stream (its first round trip). */
-  opened: Promise<void>;
+  /** Resolves after the stream's first round trip: true when the server accepted it, false when it failed. */
+  opened: Promise<boolean>;
   /** Ends a pause between empty reads early. */
   wake(): void;
 }
@@ -66,12 +66,17 @@ function modifierOf(description: { updatedFields?: BsonDocument; removedFields?:
 
 export class ChangeStreamFeeder {
   private readonly streams = new Map<string, OpenStream>();
+  /** Streams that failed, waiting out their retry pause, with what reopens them. */
+  private readonly pending = new Map<string, { timer: NodeJS.Timeout; reopen(): void }>();
   /** Resume token per stream ('' is the database stream). */
   private readonly tokens = new Map<string, unknown>();
   private reopenTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private failures = 0;
+  /** A stream failed and none has opened since: later failures of the same outage are not logged again. */
+  private failing = false;
   private readonly unsubscribe: () => void;
+  private readonly unsubscribeRecovered: () => void;
 
   constructor(
     private readonly clients: ClientHolder,
@@ -81,6 +86,8 @@ export class ChangeStreamFeeder {
   ) {
     hub.onWatchedChange = (collections) => this.adjust(collections);
     this.unsubscribe = clients.onReplaced(() => this.restart());
+    // The database answers again (a live query's re-read, a write): streams waiting out a retry pause reopen now.
+    this.unsubscribeRecovered = clients.onRecovered(() => this.reopenNow());
   }
 
   /** Resolves once changes of `collection` are being streamed (live queries read only after that, so none is missed). */
@@ -90,10 +97,18 @@ export class ChangeStreamFeeder {
     await this.streams.get(key)?.opened;
   }
 
+  /** Reopens the streams waiting out a retry pause (up to 5 s). */
+  private reopenNow(): void {
+    for (const { reopen } of [...this.pending.values()]) reopen();
+  }
+
   close(): void {
     this.closed = true;
     this.unsubscribe();
+    this.unsubscribeRecovered();
     clearTimeout(this.reopenTimer);
+    for (const { timer } of this.pending.values()) clearTimeout(timer);
+    this.pending.clear();
     for (const { stream } of this.streams.values()) void stream.close().catch(() => undefined);
     this.streams.clear();
   }
@@ -104,7 +119,7 @@ export class ChangeStreamFeeder {
       this.reopen('');
       return;
     }
-    for (const name of collections) if (!this.streams.has(name)) this.open(name);
+    for (const name of collections) if (!this.streams.has(name) && !this.pending.has(name)) this.open(name);
     for (const [name, { stream }] of this.streams) {
       if (!collections.has(name)) {
         this.streams.delete(name);
@@ -136,8 +151,8 @@ export class ChangeStreamFeeder {
     if (token) options.startAfter = token;
     const { client, db } = this.clients;
     const stream = (this.scope === 'database' ? db.watch(pipeline, options) : db.collection(key).watch(pipeline, options)) as ChangeStream;
-    let markOpened!: () => void;
-    const opened = new Promise<void>((resolve) => (markOpened = resolve));
+    let markOpened!: (accepted: boolean) => void;
+    const opened = new Promise<boolean>((resolve) => (markOpened = resolve));
     let wakeTimer: (() => void) | undefined;
     const entry: OpenStream = { stream, client, opened, wake: () => wakeTimer?.() };
     this.streams.set(key, entry);
@@ -149,7 +164,7 @@ export class ChangeStreamFeeder {
     this.streams.get(this.scope === 'database' ? '' : collection)?.wake();
   }
 
-  private async pump(key: string, entry: OpenStream, markOpened: () => void, setWake: (wake: () => void) => void): Promise<void> {
+  private async pump(key: string, entry: OpenStream, markOpened: (accepted: boolean) => void, setWake: (wake: () => void) => void): Promise<void> {
     const { stream } = entry;
     // MongoDB holds an empty read open until data comes (awaitData): then there is no need to pause.
     let serverWaits = false;
@@ -161,7 +176,8 @@ export class ChangeStreamFeeder {
         const started = Date.now();
         const event = await stream.tryNext();
         this.clients.succeeded(entry.client);
-        markOpened();
+        markOpened(true);
+        this.failing = false;
         if (cursorOf(stream) !== cursor) {
           // The driver resumed the stream after a resumable error (its cursor was killed, a
           // failover): as after a reopen of ours, a server without the history resumes from now.
@@ -195,7 +211,7 @@ export class ChangeStreamFeeder {
         if (!event || woken) pause = Math.min(MAX_PAUSE_MS, pause * 2);
       }
     } catch (error) {
-      markOpened();
+      markOpened(false);
       this.clients.failed(error, entry.client);
       this.failed(key, stream, error as Error & { code?: number });
     }
@@ -239,7 +255,11 @@ export class ChangeStreamFeeder {
   private failed(key: string, stream: ChangeStream, error: Error & { code?: number }): void {
     if (this.closed || this.streams.get(key)?.stream !== stream) return;
     const historyLost = error.code !== undefined && HISTORY_LOST.has(error.code);
-    this.log.warn('change stream failed; reopening it', { collection: key || '(database)', error: error.message, resume: !historyLost });
+    // Once per outage: while the database is down every retry fails the same way.
+    const details = { collection: key || '(database)', error: error.message, resume: !historyLost };
+    if (this.failing) this.log.debug('change stream failed again; reopening it', details);
+    else this.log.warn('change stream failed; reopening it', details);
+    this.failing = true;
     this.retry(key, historyLost);
   }
 
@@ -251,7 +271,7 @@ export class ChangeStreamFeeder {
       this.streams.delete(key);
       void entry.stream.close().catch(() => undefined);
       this.open(key);
-      void this.streams.get(key)?.opened.then(() => this.hub.resync('database client replaced', this.scope === 'database' ? undefined : key));
+      void this.streams.get(key)?.opened.then((accepted) => accepted && this.hub.resync('database client replaced', this.scope === 'database' ? undefined : key));
     }
   }
 
@@ -261,13 +281,20 @@ export class ChangeStreamFeeder {
     if (entry) void entry.stream.close().catch(() => undefined);
     if (fresh) this.tokens.delete(key);
     const delay = RETRY_MS[Math.min(this.failures++, RETRY_MS.length - 1)]!;
-    setTimeout(() => {
-      if (this.closed) return;
+    clearTimeout(this.pending.get(key)?.timer);
+    const reopen = () => {
+      clearTimeout(timer);
+      this.pending.delete(key);
+      // A collection no longer watched meanwhile stays closed.
+      if (this.closed || (this.scope === 'collection' && !this.hub.watched().has(key))) return;
       this.open(key);
       // The resume token avoids a gap on a healthy replica set, but a server that
       // restarted without its history resumes silently from nowhere: re-read as
-      // well, once the new stream is open, so nothing is missed either way.
-      void this.streams.get(key)?.opened.then(() => this.hub.resync(fresh ? 'change stream history lost' : 'change stream reopened', this.scope === 'database' ? undefined : key));
-    }, delay).unref();
+      // well, once the new stream is open, so nothing is missed either way. A stream that
+      // failed again (the database still down) retries, and re-reads when one opens.
+      void this.streams.get(key)?.opened.then((accepted) => accepted && this.hub.resync(fresh ? 'change stream history lost' : 'change stream reopened', this.scope === 'database' ? undefined : key));
+    };
+    const timer = setTimeout(reopen, delay).unref();
+    this.pending.set(key, { timer, reopen });
   }
 }

@@ -58,6 +58,7 @@ export class ClientHolder {
   private currentDb: Db;
   private readonly rawCollections = new Map<string, Collection>();
   private readonly listeners = new Set<(client: MongoClient) => void>();
+  private readonly recoveredListeners = new Set<() => void>();
   private failingSince: number | undefined;
   private probing = false;
   private probeFailures = 0;
@@ -99,6 +100,12 @@ export class ClientHolder {
     return () => this.listeners.delete(listener);
   }
 
+  /** Calls `listener` when an operation works again after operations failed as unavailable; returns the unsubscribe. */
+  onRecovered(listener: () => void): () => void {
+    this.recoveredListeners.add(listener);
+    return () => this.recoveredListeners.delete(listener);
+  }
+
   /** Runs one operation on the current client with a deadline, and records how it went. */
   async run<T>(operation: () => Promise<T>): Promise<T> {
     const client = this.current;
@@ -116,9 +123,11 @@ export class ClientHolder {
   /** An operation on `client` worked: it is not wedged. */
   succeeded(client: MongoClient): void {
     if (client !== this.current) return;
+    const recovered = this.failingSince !== undefined;
     this.failingSince = undefined;
     this.probeFailures = 0;
     this.nextProbeAt = 0;
+    if (recovered) for (const listener of this.recoveredListeners) listener();
   }
 
   /**
@@ -137,6 +146,7 @@ export class ClientHolder {
   async close(): Promise<void> {
     this.closed = true;
     this.listeners.clear();
+    this.recoveredListeners.clear();
     await this.current.close();
   }
 

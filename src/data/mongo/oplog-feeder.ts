@@ -7,7 +7,10 @@
  * later otherwise, backing off while nothing happens. Each read starts a second
  * before the newest entry seen and skips entries already seen, because FerretDB
  * may commit entries out of timestamp order; an entry found after a newer one
- * only makes the live queries read its document again. Entry shapes handled: inserts,
+ * only makes the live queries read its document again. The newest entry applied
+ * is among those read again: when it is gone, the oplog (capped) rolled past
+ * this tailer, the entries it had not read are lost, and live queries re-read.
+ * Entry shapes handled: inserts,
  * deletes, updates as operators ($set, $inc, ...), as MongoDB 5's `$v: 2`
  * diffs, as replacements, and FerretDB's whole-document `$set`; drops re-read.
  */
@@ -53,8 +56,15 @@ function collectionOf(entry: OplogEntry): string {
   return entry.ns.slice(entry.ns.indexOf('.') + 1);
 }
 
+/** The key an entry is known by when read again. */
+function keyOf(entry: OplogEntry): string {
+  return entry._id === undefined ? `${entry.ts.toString()}:${JSON.stringify(entry.o2 ?? entry.o)}` : String(entry._id);
+}
+
 export class OplogFeeder {
   private lastTs: Timestamp | undefined;
+  /** The entry at lastTs, once one was applied: each read must find it again (see read()). */
+  private lastEntry: { key: string; ns: string } | undefined;
   /** Entries read in the overlap window, by _id, with their time, to skip them when read again. */
   private readonly seen = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
@@ -116,12 +126,15 @@ export class OplogFeeder {
         const namespaces = [...watched.map((c) => `${this.dbName}.${c}`), `${this.dbName}.$cmd`];
         const entries = (await this.clients.run(() => this.oplog.find({ ts: { $gt: since }, ns: { $in: namespaces } }).toArray())) as unknown as OplogEntry[];
         entries.sort((a, b) => a.ts.compare(b.ts));
+        // After a failed read everything is re-read anyway (below).
+        if (!this.failing) this.checkPosition(entries, namespaces);
         for (const entry of entries) {
-          const key = entry._id === undefined ? `${entry.ts.toString()}:${JSON.stringify(entry.o2 ?? entry.o)}` : String(entry._id);
+          const key = keyOf(entry);
           if (this.seen.has(key)) continue;
           this.seen.set(key, entry.ts.high);
           if (entry.ts.greaterThan(this.lastTs)) {
             this.lastTs = entry.ts;
+            this.lastEntry = { key, ns: entry.ns };
             this.apply(entry);
           } else this.applyLate(entry);
           found++;
@@ -143,6 +156,21 @@ export class OplogFeeder {
     const pause = this.again ? 0 : Math.min(this.options.maxIntervalMs, this.options.minIntervalMs * 2 ** Math.min(this.idle, 8));
     this.again = false;
     this.schedule(this.failing ? 1000 : pause);
+  }
+
+  /**
+   * The read starts before the newest entry applied, so it finds that entry again unless the
+   * oplog dropped it: a capped oplog that filled up faster than this tailer read (a burst of
+   * writes, a process paused) drops its oldest entries, and whatever this tailer had not read
+   * of them is lost without a trace. Live queries re-read instead of missing those changes for good.
+   */
+  private checkPosition(entries: OplogEntry[], namespaces: string[]): void {
+    const last = this.lastEntry;
+    // An entry of a collection no longer watched is not read again: nothing to tell from it.
+    if (!last || !namespaces.includes(last.ns) || entries.some((entry) => keyOf(entry) === last.key)) return;
+    this.lastEntry = undefined;
+    this.log.warn('the oplog no longer holds the last entry read (it rolled past this process); live queries re-read what they may have missed');
+    this.hub.resync('oplog rolled past its last position');
   }
 
   /**

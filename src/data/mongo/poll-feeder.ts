@@ -16,7 +16,7 @@ export class PollFeeder {
     hub.onWatchedChange = (collections) => {
       for (const name of collections) {
         if (this.timers.has(name)) continue;
-        const timer = setInterval(() => this.hub.resync('poll interval', name), this.intervalMs);
+        const timer = setInterval(() => this.hub.resync('poll interval', name, true), this.intervalMs);
         timer.unref();
         this.timers.set(name, timer);
       }
@@ -29,7 +29,7 @@ export class PollFeeder {
   }
 
   poke(collection: string): void {
-    if (this.timers.has(collection)) this.hub.resync('written by this process', collection);
+    if (this.timers.has(collection)) this.hub.resync('written by this process', collection, true);
   }
 
   close(): void {
