@@ -462,8 +462,8 @@ export class DDPClient extends Emitter<ClientEvents> {
   }
 
   private received(message: ServerMessage): void {
-    // A `connected` is counted in connected(): a new session's is its first message, a resumed one's counts on neither side.
-    if (message.msg !== 'ping' && message.msg !== 'pong' && message.msg !== 'connected') this.receivedCount++;
+    // As Meteor 3.5's client: every message but pings and pongs, a resumed session's `connected` too.
+    if (message.msg !== 'ping' && message.msg !== 'pong') this.receivedCount++;
     this.emit('message', message);
     if (isDocumentMessage(message) && !this.quiescence) {
       this.store.applyBuffered(message);

@@ -1,6 +1,6 @@
 /**
  * What a session has sent, for Meteor 3.5's session resumption: the count of
- * its messages (pings, pongs and a resumed session's `connected` aside), which
+ * its messages (pings and pongs aside, as Meteor counts them), which
  * a reconnecting client compares with how many it received, and the last ones
  * sent, so that the messages the client missed (lost with the old socket, or
  * sent while it was away) can be sent again. While the client is connected only
@@ -146,9 +146,11 @@ export class ResumeLog {
   /**
    * The client is back, having received `receivedCount` messages: keep only
    * the short tail again. What it missed is forgotten here, as it is about to
-   * be sent again and so recorded again.
+   * be sent again and so recorded again, after the resumed session's
+   * `connected`, which takes the place of the first of them.
    */
   release(receivedCount: number): void {
+    for (const entry of this.refs) if (entry.index >= receivedCount) entry.index++;
     const kept = this.counted().slice(0, receivedCount - this.first);
     this.chunks = [];
     this.head = 0;

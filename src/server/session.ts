@@ -715,10 +715,10 @@ export class Session implements SubscriptionHost, InputHolder {
     this.paused = false;
     this.attach(socket); // counted in sockets by the session that received it
     sessionMetrics.resumed.inc();
-    // Not counted (nor kept) on either side: a resumed client's count goes on from what it had.
-    const connected = encodeMessage({ msg: 'connected', session: this.id });
-    connected.uncounted = true;
-    socket.send(connected);
+    // Counted on both sides, as Meteor 3.5 does (its client counts every message but pings and pongs): it goes
+    // before what the client missed, and the socket hands it to the resume log with them.
+    this.outputs++;
+    socket.send(encodeMessage({ msg: 'connected', session: this.id }));
     for (const message of missed) socket.send(message);
     if (this.version !== 'pre1') this.heartbeat.start();
     if (!this.running && this.queue.length > 0) void this.runQueue();
