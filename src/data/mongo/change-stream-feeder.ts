@@ -25,7 +25,12 @@ import { fromMongo, fromMongoDocument } from './values.js';
 export type StreamScope = 'database' | 'collection';
 
 const RETRY_MS = [100, 500, 2000, 5000];
-const HISTORY_LOST = new Set([280, 286]); // ChangeStreamFatalError, ChangeStreamHistoryLost
+/**
+ * Errors that resuming from the same token would only repeat: the stream starts afresh (its live queries re-read).
+ * InvalidResumeToken, ChangeStreamFatalError, ChangeStreamHistoryLost, and BSONObjectTooLarge (a change event over 16 MiB,
+ * which the server fails at every resume before it).
+ */
+const HISTORY_LOST = new Set([260, 280, 286, 10334]);
 
 interface OpenStream {
   stream: ChangeStream;
