@@ -89,6 +89,16 @@ describe('perseid CLI', () => {
     }
   });
 
+  it('refuses an --admin-port that is the main port, before the app starts and fails to bind it', async () => {
+    const port = String(await freePort());
+    const dataDir = join(tempDir(), 'data');
+    for (const args of [['start', APP], ['dev', APP], ['start', APP, '--host', '0.0.0.0']]) {
+      const out = run([...args, '--port', port, '--admin-port', port, '--data-dir', dataDir]);
+      assert.equal(out.status, 2, args.join(' '));
+      assert.match(out.stderr, new RegExp(`^perseid (start|dev): --admin-port ${port} is the port the app listens on \\(--port\\): give the operational endpoints another port, or leave --admin-port out to serve them on the main one$`, 'm'));
+    }
+  });
+
   it('refuses scale-out options that cannot work, saying what is missing', () => {
     const bare = { MONGO_URL: '', REDIS_URL: '' };
     const cases: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
