@@ -10,7 +10,7 @@
  * recovery ignores the old logs; only then are the originals removed from the
  * directory (their links in the folder stay).
  */
-import { existsSync, linkSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { createLogger } from '../../log.js';
 import { EmbeddedCollection, type CollectionHost } from './collection.js';
@@ -57,6 +57,7 @@ function damagedFile(damaged: readonly DamagedRecord[]): string {
 
 export async function repairStore(dir: string, options: RepairOptions = {}): Promise<RepairReport> {
   if (!existsSync(dir)) throw new StoreError('STORE_NOT_FOUND', `There is no data directory at ${dir}`);
+  if (!statSync(dir).isDirectory()) throw new StoreError('STORE_NOT_FOUND', `${dir} is a file, not a data directory: give the store's directory with --data-dir`);
   const release = acquireLock(dir);
   try {
     return await repairLocked(dir, options);
