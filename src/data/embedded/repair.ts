@@ -58,11 +58,22 @@ function damagedFile(damaged: readonly DamagedRecord[]): string {
 export async function repairStore(dir: string, options: RepairOptions = {}): Promise<RepairReport> {
   if (!existsSync(dir)) throw new StoreError('STORE_NOT_FOUND', `There is no data directory at ${dir}`);
   if (!statSync(dir).isDirectory()) throw new StoreError('STORE_NOT_FOUND', `${dir} is a file, not a data directory: give the store's directory with --data-dir`);
-  const release = acquireLock(dir);
+  const release = lockForRepair(dir);
   try {
     return await repairLocked(dir, options);
   } finally {
     release();
+  }
+}
+
+/** The directory's lock, or one line when the directory cannot be written (an operator who is not the server's user, a read-only mount). */
+function lockForRepair(dir: string): () => void {
+  try {
+    return acquireLock(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (error instanceof StoreError || code === undefined) throw error;
+    throw new StoreError('STORE_NOT_WRITABLE', `cannot write in ${dir} (${code}): repair takes its lock and rewrites it; run it as the user the server runs as, on a read-write mount`);
   }
 }
 
