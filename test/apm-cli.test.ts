@@ -99,6 +99,10 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
     const prefixed = await perseid(['advise', '--url', `${adminUrl}/app`, '--token', 'cli-token-1']);
     assert.equal(prefixed.code, 1);
     assert.equal(prefixed.stderr, `perseid advise: ${adminUrl}/app/perseid/advice is not found: is it a Perseid server (with --admin-port, use that port)?\n`);
+    // A ws:// URL (what a DDP client is given) is no address of the operational endpoints, not a server that is down.
+    const wsUrl = await perseid(['top', '--once', '--url', adminUrl.replace('http', 'ws')]);
+    assert.equal(wsUrl.code, 2);
+    assert.match(wsUrl.stderr, /^perseid top: --url must be an http\(s\) URL \(got ws:\/\/127\.0\.0\.1:\d+\)\n/);
     const bad = await perseid(['capacity', '--url', adminUrl, '--sessions', 'lots']);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /^perseid capacity: --sessions must be an integer/);

@@ -70,6 +70,7 @@ async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): P
   } catch {
     throw new UsageError(`--url must be an http(s) URL (got ${base})`);
   }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--url must be an http(s) URL (got ${base})`);
   const token = parsed.values.token as string | undefined;
   let res: Response;
   try {
