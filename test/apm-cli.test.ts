@@ -82,6 +82,19 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
     }
   });
 
+  it('ends quietly when the reader of its output goes away (perseid top --json | head)', async () => {
+    const child = spawn(process.execPath, [CLI, 'top', '--json', '--interval', '200', '--url', adminUrl, '--token', 'cli-token-1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await new Promise((resolve) => child.stdout.once('data', resolve));
+    child.stdout.destroy();
+    const code = await Promise.race([exit, new Promise<string>((resolve) => setTimeout(() => resolve('still running'), 5000))]);
+    if (code === 'still running') child.kill('SIGKILL');
+    assert.equal(code, 0, stderr);
+    assert.equal(stderr, '');
+  });
+
   it('says in one line what to do without the token, at a wrong address, with a bad flag or PERSEID_APM', async () => {
     const refused = await perseid(['top', '--url', adminUrl, '--once']);
     assert.equal(refused.code, 1);
