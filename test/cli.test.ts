@@ -73,6 +73,7 @@ describe('perseid CLI', () => {
       [['start', APP, '-p', '-1'], /--port must be an integer from 0 to 65535 \(got -1\)/],
       [['start', APP, '--drain-ms', '--fsync'], /--drain-ms needs a value \(one starting with '-' is written --drain-ms=<value>\)/],
       [['start', APP, '--fsync=yes'], /--fsync takes no value/],
+      [['start', APP, '--content-security-policy', "default-src 'self';\nimg-src 'self'"], /^perseid start: --content-security-policy: The Content-Security-Policy must be one line, without a newline/m],
     ];
     for (const [args, message] of cases) {
       const out = run(args);

@@ -194,6 +194,14 @@ describe('static files', () => {
     }
   });
 
+  it('refuse a policy no header can carry when the server is made, not at the first page (which stopped the server)', () => {
+    // What a YAML literal block (|) gives an environment variable: the policy over several lines.
+    assert.throws(() => createServer({ contentSecurityPolicy: "default-src 'self';\nimg-src 'self'" }), {
+      name: 'TypeError',
+      message: 'The Content-Security-Policy must be one line, without a newline or other control character (in YAML, a folded block: >-)',
+    });
+  });
+
   it('warn once, naming the directory, when the one given does not exist (a relative path is from the working directory)', () => {
     const lines: string[] = [];
     const logger: Logger = { debug: () => undefined, info: () => undefined, warn: (m, f) => lines.push(`${m} ${JSON.stringify(f)}`), error: () => undefined, child: () => logger };
