@@ -67,6 +67,17 @@ describe('/perseid/stats', () => {
       await t.close();
     }
   });
+
+  it('takes a token read from a file ending in a newline as the token, which is all a request can send', async () => {
+    const t = await startServer(() => undefined, { adminToken: 's3cret-token\n' });
+    try {
+      assert.equal((await fetch(`${t.url}/perseid/stats`, { headers: { authorization: 'Bearer s3cret-token\n' } })).status, 200);
+      assert.equal((await httpRequest(t.port, 'GET', '/perseid/stats', undefined, { authorization: 'Bearer s3cret-token' })).status, 200);
+      assert.equal((await httpRequest(t.port, 'GET', '/perseid/stats', undefined, {})).status, 401);
+    } finally {
+      await t.close();
+    }
+  });
 });
 
 describe('allowed origins', () => {
