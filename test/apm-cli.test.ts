@@ -73,9 +73,26 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
       const advise = await perseid(['advise', '--url', adminUrl, '--json', '--token', 'cli-token-1']);
       assert.equal(advise.code, 0, advise.stderr);
       assert.ok(Array.isArray(JSON.parse(advise.stdout)));
+      // The address `perseid start` logs for the dashboard, pasted as it is.
+      const pasted = await perseid(['top', '--url', `${adminUrl}/perseid/dashboard`, '--once', '--token', 'cli-token-1']);
+      assert.equal(pasted.code, 0, pasted.stderr);
+      assert.match(pasted.stdout, /^insertTask +1 +0 /m);
     } finally {
       peer.ws.close();
     }
+  });
+
+  it('ends quietly when the reader of its output goes away (perseid top --json | head)', async () => {
+    const child = spawn(process.execPath, [CLI, 'top', '--json', '--interval', '200', '--url', adminUrl, '--token', 'cli-token-1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await new Promise((resolve) => child.stdout.once('data', resolve));
+    child.stdout.destroy();
+    const code = await Promise.race([exit, new Promise<string>((resolve) => setTimeout(() => resolve('still running'), 5000))]);
+    if (code === 'still running') child.kill('SIGKILL');
+    assert.equal(code, 0, stderr);
+    assert.equal(stderr, '');
   });
 
   it('says in one line what to do without the token, at a wrong address, with a bad flag or PERSEID_APM', async () => {
@@ -88,6 +105,17 @@ describe('perseid top, advise and capacity against perseid start --admin-port', 
     const mainPort = await perseid(['advise', '--url', server.url, '--token', 'cli-token-1']);
     assert.equal(mainPort.code, 1);
     assert.match(mainPort.stderr, /is not found: is it a Perseid server \(with --admin-port, use that port\)\?\n$/);
+    const wrongToken = await perseid(['top', '--url', adminUrl, '--once', '--token', 'not-the-token']);
+    assert.equal(wrongToken.code, 1);
+    assert.equal(wrongToken.stderr, `perseid top: ${adminUrl} refused the admin token given (--token or PERSEID_ADMIN_TOKEN): give the server's PERSEID_ADMIN_TOKEN\n`);
+    // The 404 names the address asked, below the --url's own path, not one the server does answer.
+    const prefixed = await perseid(['advise', '--url', `${adminUrl}/app`, '--token', 'cli-token-1']);
+    assert.equal(prefixed.code, 1);
+    assert.equal(prefixed.stderr, `perseid advise: ${adminUrl}/app/perseid/advice is not found: is it a Perseid server (with --admin-port, use that port)?\n`);
+    // A ws:// URL (what a DDP client is given) is no address of the operational endpoints, not a server that is down.
+    const wsUrl = await perseid(['top', '--once', '--url', adminUrl.replace('http', 'ws')]);
+    assert.equal(wsUrl.code, 2);
+    assert.match(wsUrl.stderr, /^perseid top: --url must be an http\(s\) URL \(got ws:\/\/127\.0\.0\.1:\d+\)\n/);
     const bad = await perseid(['capacity', '--url', adminUrl, '--sessions', 'lots']);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /^perseid capacity: --sessions must be an integer/);
@@ -138,7 +166,7 @@ describe('perseid top, advise and capacity against a server that is not this Per
     for (const args of [['top', '--once', '--url', url], ['advise', '--url', url], ['capacity', '--sessions', '100', '--url', url], ['top', '--once', '--url', `${url}/old`]]) {
       const run = await perseid(args);
       assert.equal(run.code, 1, args.join(' '));
-      assert.match(run.stderr, /^perseid (top|advise|capacity): http:\/\/127\.0\.0\.1:\d+\/perseid\/\S+ did not answer the figures this perseid reads: is it a Perseid server, of this version \(use the perseid the server runs\)\?\n$/, args.join(' '));
+      assert.match(run.stderr, /^perseid (top|advise|capacity): http:\/\/127\.0\.0\.1:\d+(\/old)?\/perseid\/\S+ did not answer the figures this perseid reads: is it a Perseid server, of this version \(use the perseid the server runs\)\?\n$/, args.join(' '));
       assert.equal(run.stdout, '', args.join(' '));
     }
   });

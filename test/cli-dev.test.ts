@@ -168,6 +168,24 @@ describe('perseid dev', () => {
     assert.equal(await exited(child), 0);
   });
 
+  it('says when a --watch path does not exist (a misspelt one would watch nothing), and restarts once it does', async () => {
+    const dir = appDir();
+    const port = await freePort();
+    const child = spawn(process.execPath, [resolve(CLI), 'dev', 'app.js', '--port', String(port), '--data-dir', 'data', '--watch', 'app.js', '--watch', 'scr'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let log = '';
+    child.stdout!.on('data', (c: Buffer) => void (log += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => void (log += c.toString()));
+    await eventually(() => /Perseid is running at/.test(log), `the server running:\n${log}`, 20000);
+    assert.match(log, /WARN +\[dev\] --watch scr: no such file or directory; a save there restarts the app once it exists$/m);
+    assert.doesNotMatch(log, /--watch app\.js:/);
+    mkdirSync(join(dir, 'scr'));
+    writeFileSync(join(dir, 'scr', 'util.js'), '');
+    await eventually(() => log.split('Perseid is running at').length === 3, `a restart for the new file:\n${log}`, 20000);
+    child.kill('SIGINT');
+    assert.equal(await exited(child), 0);
+  });
+
   /** Kills a server still answering after its dev exited (its pid is in the data directory's LOCK), so a failing test leaves no process. */
   async function killLeftServer(dev: Dev, dir: string): Promise<void> {
     if (!(await fetch(`${dev.url}/health`).then(() => true, () => false))) return;

@@ -66,6 +66,15 @@ describe('perseid start: start-up errors', () => {
     assertOneLine(perseid(dir, ['start', 'object.js']), /object\.js's default export is an object, not a function: end it with export default function app\(server\)/);
   });
 
+  it('says an app that awaits a promise nothing settles never finished, instead of exiting 0 without a word', () => {
+    const dir = appDir({
+      'load.js': 'await new Promise(() => {});\nexport default function app() {}\n',
+      'setup.js': 'export default async function app() {\n  await new Promise(() => {});\n}\n',
+    });
+    assertOneLine(perseid(dir, ['start', 'load.js']), /^perseid start: load\.js never finished loading: it awaits a promise that nothing left to run can settle$/);
+    assertOneLine(perseid(dir, ['start', 'setup.js']), /^perseid start: setup\.js's setup never finished: it awaits a promise that nothing left to run can settle$/);
+  });
+
   it('says what to change when the module format is the wrong one', () => {
     const esmInCjs = appDir({ 'app.js': 'import { Collection } from "perseid";\nexport default function () {}\n' }, 'commonjs');
     assertOneLine(perseid(esmInCjs, ['start', 'app.js']), /app\.js uses import\/export but Node loads it as CommonJS: add "type": "module" to package\.json \(or rename it to app\.mjs\)/);

@@ -73,6 +73,7 @@ describe('perseid CLI', () => {
       [['start', APP, '-p', '-1'], /--port must be an integer from 0 to 65535 \(got -1\)/],
       [['start', APP, '--drain-ms', '--fsync'], /--drain-ms needs a value \(one starting with '-' is written --drain-ms=<value>\)/],
       [['start', APP, '--fsync=yes'], /--fsync takes no value/],
+      [['start', APP, '--content-security-policy', "default-src 'self';\nimg-src 'self'"], /^perseid start: --content-security-policy: The Content-Security-Policy must be one line, without a newline/m],
     ];
     for (const [args, message] of cases) {
       const out = run(args);
@@ -86,6 +87,16 @@ describe('perseid CLI', () => {
       const out = run(['start', APP, '--port', '0'], { HTTP_FORWARDED_COUNT: value });
       assert.equal(out.status, 2, value);
       assert.match(out.stderr, new RegExp(`^perseid start: HTTP_FORWARDED_COUNT must be the number of proxies in front of the server, 0 or more \\(got ${value.replace('.', '\\.')}\\)$`, 'm'));
+    }
+  });
+
+  it('refuses an --admin-port that is the main port, before the app starts and fails to bind it', async () => {
+    const port = String(await freePort());
+    const dataDir = join(tempDir(), 'data');
+    for (const args of [['start', APP], ['dev', APP], ['start', APP, '--host', '0.0.0.0']]) {
+      const out = run([...args, '--port', port, '--admin-port', port, '--data-dir', dataDir]);
+      assert.equal(out.status, 2, args.join(' '));
+      assert.match(out.stderr, new RegExp(`^perseid (start|dev): --admin-port ${port} is the port the app listens on \\(--port\\): give the operational endpoints another port, or leave --admin-port out to serve them on the main one$`, 'm'));
     }
   });
 

@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -127,6 +127,13 @@ describe('perseid create run from this checkout', () => {
   const work = realpathSync(mkdtempSync(join(tmpdir(), 'perseid-create-checkout-')));
   after(() => rmSync(work, { recursive: true, force: true }));
   const create = (cwd: string, args: string[]) => spawnSync(process.execPath, [resolve(CLI), 'create', ...args], { cwd, encoding: 'utf8' });
+
+  it('says in one line when it cannot make the directory, with no stack trace', () => {
+    writeFileSync(join(work, 'notes.txt'), '');
+    const out = create(work, ['notes.txt/app']);
+    assert.equal(out.status, 1);
+    assert.equal(out.stderr, 'perseid create: cannot create notes.txt/app: a file stands in its path: choose a directory you may write in\n');
+  });
 
   it('makes the app depend on the checkout and says so; its npm install and npm test work', () => {
     const out = create(work, ['app', '--template', 'tasks']);

@@ -293,6 +293,14 @@ describe('embedded store: repair', () => {
     const bad = spawnSync(process.execPath, [CLI, 'store', 'mend'], { encoding: 'utf8' });
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /unknown action 'mend'/);
+    // The log file given for its directory: one line, not ENOTDIR's stack trace.
+    const file = spawnSync(process.execPath, [CLI, 'store', 'repair', '--data-dir', log], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(file.status, 1);
+    assert.equal(file.stderr, `perseid store: ${log} is a file, not a data directory: give the store's directory with --data-dir\n`);
+    // A directory it cannot write in (as an operator who is not the server's user would meet); /proc takes no files, whoever asks.
+    const unwritable = spawnSync(process.execPath, [CLI, 'store', 'repair', '--data-dir', '/proc', '--dry-run'], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(unwritable.status, 1);
+    assert.match(unwritable.stderr, /^perseid store: cannot write in \/proc \(E[A-Z]+\): repair takes its lock and rewrites it; run it as the user the server runs as, on a read-write mount\n$/);
 
     const repaired = spawnSync(process.execPath, [CLI, 'store', 'repair', '--data-dir', dir], { encoding: 'utf8', timeout: 20000 });
     assert.equal(repaired.status, 0, repaired.stderr);

@@ -68,6 +68,17 @@ describe('/perseid/stats', () => {
       await t.close();
     }
   });
+
+  it('takes a token read from a file ending in a newline as the token, which is all a request can send', async () => {
+    const t = await startServer(() => undefined, { adminToken: 's3cret-token\n' });
+    try {
+      assert.equal((await fetch(`${t.url}/perseid/stats`, { headers: { authorization: 'Bearer s3cret-token\n' } })).status, 200);
+      assert.equal((await httpRequest(t.port, 'GET', '/perseid/stats', undefined, { authorization: 'Bearer s3cret-token' })).status, 200);
+      assert.equal((await httpRequest(t.port, 'GET', '/perseid/stats', undefined, {})).status, 401);
+    } finally {
+      await t.close();
+    }
+  });
 });
 
 describe('a proxy in front with HTTP_FORWARDED_COUNT unset', () => {
@@ -212,6 +223,14 @@ describe('static files', () => {
         await other.close();
       }
     }
+  });
+
+  it('refuse a policy no header can carry when the server is made, not at the first page (which stopped the server)', () => {
+    // What a YAML literal block (|) gives an environment variable: the policy over several lines.
+    assert.throws(() => createServer({ contentSecurityPolicy: "default-src 'self';\nimg-src 'self'" }), {
+      name: 'TypeError',
+      message: 'The Content-Security-Policy must be one line, without a newline or other control character (in YAML, a folded block: >-)',
+    });
   });
 
   it('warn once, naming the directory, when the one given does not exist (a relative path is from the working directory)', () => {

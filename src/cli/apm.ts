@@ -59,14 +59,18 @@ const dashboardFields = objectWith('at', 'processes', 'servers', 'traffic', 'met
 const capacityFields = objectWith('sessions', 'users', 'processes', 'cpuPer100Sessions', 'eventLoopHeadroomPercent', 'lagP99Ms');
 const adviceFields: Expected = (body) => Array.isArray(body) && body.every((a) => objectWith('line', 'reason', 'shapes')(a));
 
+/** The dashboard's own address, which `perseid start` logs and a browser shows, names the server too. */
+const DASHBOARD_PATH = /\/perseid\/dashboard\/*$/;
+
 async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): Promise<T> {
-  const base = String(parsed.values.url).replace(/\/+$/, '');
+  const base = String(parsed.values.url).replace(/\/+$/, '').replace(DASHBOARD_PATH, '');
   let url: URL;
   try {
     url = new URL(base + path);
   } catch {
     throw new UsageError(`--url must be an http(s) URL (got ${base})`);
   }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--url must be an http(s) URL (got ${base})`);
   const token = parsed.values.token as string | undefined;
   let res: Response;
   try {
@@ -77,17 +81,25 @@ async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): P
     const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
     throw new StartupError(`cannot reach ${url.origin} (${cause}): is the server running there? (--url)`);
   }
-  if (res.status === 401) throw new StartupError(`${url.origin} wants its admin token: pass --token or set PERSEID_ADMIN_TOKEN`);
+  if (res.status === 401) {
+    throw new StartupError(
+      token
+        ? `${url.origin} refused the admin token given (--token or PERSEID_ADMIN_TOKEN): give the server's PERSEID_ADMIN_TOKEN`
+        : `${url.origin} wants its admin token: pass --token or set PERSEID_ADMIN_TOKEN`,
+    );
+  }
   if (res.status === 403) throw new StartupError(`${url.origin} answers its operational endpoints to loopback only: run this on the server's machine, or set PERSEID_ADMIN_TOKEN on both sides`);
-  if (res.status === 404) throw new StartupError(`${url.origin}${path} is not found: is it a Perseid server (with --admin-port, use that port)?`);
-  if (!res.ok) throw new StartupError(`${url.origin}${path} answered ${res.status}: ${(await res.text()).trim()}`);
+  // The address asked, path prefix included: a --url with a path of its own is read below that path.
+  const asked = url.origin + url.pathname;
+  if (res.status === 404) throw new StartupError(`${asked} is not found: is it a Perseid server (with --admin-port, use that port)?`);
+  if (!res.ok) throw new StartupError(`${asked} answered ${res.status}: ${(await res.text()).trim()}`);
   let body: unknown;
   try {
     body = JSON.parse(await res.text());
   } catch {
     body = undefined;
   }
-  if (!expected(body)) throw new StartupError(`${url.origin}${path} did not answer the figures this perseid reads: is it a Perseid server, of this version (use the perseid the server runs)?`);
+  if (!expected(body)) throw new StartupError(`${asked} did not answer the figures this perseid reads: is it a Perseid server, of this version (use the perseid the server runs)?`);
   return body as T;
 }
 

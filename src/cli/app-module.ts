@@ -121,6 +121,23 @@ export function checkAppFile(path: string): string {
   return file;
 }
 
+/**
+ * `work`, or a StartupError saying what never finished when the event loop empties first (a top-level await or
+ * a setup awaiting a promise nothing will settle): Node would end the process with status 0 and no word.
+ */
+async function unlessStranded<T>(work: Promise<T>, what: string): Promise<T> {
+  let stranded = () => undefined as void;
+  const never = new Promise<never>((_, reject) => {
+    stranded = () => reject(new StartupError(`${what}: it awaits a promise that nothing left to run can settle`));
+  });
+  process.once('beforeExit', stranded);
+  try {
+    return await Promise.race([work, never]);
+  } finally {
+    process.off('beforeExit', stranded);
+  }
+}
+
 /** Imports the app module and returns its setup function (the default export, or module.exports for CommonJS). */
 export async function loadAppModule(path: string): Promise<AppSetup> {
   const file = checkAppFile(path);
@@ -137,9 +154,9 @@ export async function loadAppModule(path: string): Promise<AppSetup> {
   };
   process.removeAllListeners('warning').on('warning', filter);
   try {
-    loaded = (await import(pathToFileURL(file).href)) as { default?: unknown };
+    loaded = (await unlessStranded(import(pathToFileURL(file).href), `${shown(file)} never finished loading`)) as { default?: unknown };
   } catch (error) {
-    throw explainLoadError(error, file);
+    throw error instanceof StartupError ? error : explainLoadError(error, file);
   } finally {
     // Node emits a warning on a later tick, which a module with no I/O to wait on reaches only after the import resolved.
     await new Promise((next) => setImmediate(next));
@@ -161,8 +178,9 @@ export async function loadAppModule(path: string): Promise<AppSetup> {
 /** Runs the app's setup; a failure names the app's line that failed. */
 export async function runAppSetup(setup: AppSetup, server: PerseidServer, path: string): Promise<void> {
   try {
-    await setup(server);
+    await unlessStranded(Promise.resolve(setup(server)), `${shown(resolve(path))}'s setup never finished`);
   } catch (error) {
+    if (error instanceof StartupError) throw error;
     const where = appLocation(error);
     throw new StartupError(`${shown(resolve(path))} failed while setting up the server: ${firstLine(error)}${where ? ` (at ${where})` : ''}`, error);
   }

@@ -95,7 +95,13 @@ export async function runCreate(parsed: Parsed): Promise<number> {
   const name = packageName(dir);
   const spec = perseidSpec(parsed.values.perseid as string | undefined);
 
-  mkdirSync(target, { recursive: true });
+  try {
+    mkdirSync(target, { recursive: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'ENOTDIR' ? 'a file stands in its path' : code === 'EROFS' ? 'the file system is read-only' : `${code ?? (error as Error).message}`;
+    throw new StartupError(`cannot create ${dir}: ${why}: choose a directory you may write in`);
+  }
   cpSync(join(TEMPLATES, template), target, { recursive: true });
   const readme = readFileSync(join(TEMPLATES, 'common', 'README.md'), 'utf8').replaceAll('{{name}}', name).replaceAll('{{template}}', template);
   writeFileSync(join(target, 'README.md'), readme);

@@ -5,6 +5,7 @@
  * resubscribe) once they reconnect: Meteor's `meteor run` with hot code push.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { dirname, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createLogger, setLogLevel } from '../log.js';
@@ -113,6 +114,8 @@ export async function runDev(parsed: Parsed, argv: readonly string[] = process.a
   watcher.on('add', changed).on('change', changed).on('unlink', changed);
   await new Promise<void>((ready) => watcher.once('ready', () => ready()));
   log.info(`watching ${watched.map((p) => relative(process.cwd(), p) || '.').join(', ')} for changes`);
+  // chokidar waits for a missing path to appear: a misspelt --watch would otherwise watch nothing without a word.
+  for (const path of watched.filter((p) => !existsSync(p))) log.warn(`--watch ${relative(process.cwd(), path) || path}: no such file or directory; a save there restarts the app once it exists`);
   start();
 
   const shutdown = () => {

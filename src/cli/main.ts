@@ -51,6 +51,14 @@ function overview(): string {
   ].join('\n');
 }
 
+/** Commands whose output a person pipes on (`perseid top --json | head`): a reader that goes away ends them quietly, as it ends `ls`. */
+const PRINTS_FOR_A_READER = new Set(['top', 'advise', 'capacity']);
+
+function endWhenReaderLeaves(error: NodeJS.ErrnoException): void {
+  if (error.code !== 'EPIPE') throw error;
+  process.exit(0);
+}
+
 function unknownCommand(name: string): number {
   const near = nearestFlag(name, Object.keys(commands));
   process.stderr.write(`perseid: unknown command '${name}'${near ? ` (did you mean ${near}?)` : ''}\n\n${overview()}\n`);
@@ -72,6 +80,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const command = commands[name];
   if (!command) return unknownCommand(name);
+  if (PRINTS_FOR_A_READER.has(name)) process.stdout.on('error', endWhenReaderLeaves);
   let parsed: Parsed;
   try {
     parsed = parseCommand(command.spec, rest);

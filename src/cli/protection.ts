@@ -5,6 +5,7 @@
  * would show in the process list.)
  */
 import type { ServerOptions } from '../server/app.js';
+import { checkContentSecurityPolicy } from '../server/http.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { integerOption, UsageError, type OptionSpec, type Parsed } from './args.js';
 
@@ -94,6 +95,12 @@ export function readProtection(values: Parsed['values']): ServerOptions {
     }
   }
   const policy = values['content-security-policy'];
-  if (policy !== undefined) options.contentSecurityPolicy = ['off', 'false', 'none'].includes(String(policy).toLowerCase()) ? false : String(policy);
+  if (policy !== undefined) {
+    try {
+      options.contentSecurityPolicy = ['off', 'false', 'none'].includes(String(policy).toLowerCase()) ? false : checkContentSecurityPolicy(String(policy));
+    } catch (error) {
+      throw new UsageError(`--content-security-policy: ${(error as Error).message}`);
+    }
+  }
   return options;
 }

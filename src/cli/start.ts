@@ -251,6 +251,12 @@ export function readStartSettings(values: Parsed['values'], env: NodeJS.ProcessE
   if (forwarded && !/^\d+$/.test(forwarded)) throw new UsageError(`HTTP_FORWARDED_COUNT must be the number of proxies in front of the server, 0 or more (got ${forwarded})`);
   const serverOptions: ServerOptions = { compression, role, ...readProtection(values) };
   const adminPort = values['admin-port'] === undefined ? undefined : integerOption(values, 'admin-port', 1, 65535)!;
+  const host = String(values.host);
+  const adminHost = String(values['admin-host']);
+  // Else the admin server fails to bind once the app has started, as if another server held the port.
+  if (adminPort === port && (adminHost === host || [host, adminHost].some((h) => h === '0.0.0.0' || h === '::'))) {
+    throw new UsageError(`--admin-port ${adminPort} is the port the app listens on (--port): give the operational endpoints another port, or leave --admin-port out to serve them on the main one`);
+  }
   const drainMs = integerOption(values, 'drain-ms', 0, 3600000)!;
   const workers = workerCount(values.workers);
   const scale = readScaleOut(values, env);
@@ -264,13 +270,13 @@ export function readStartSettings(values: Parsed['values'], env: NodeJS.ProcessE
   return {
     level: level as LogLevel,
     port,
-    host: String(values.host),
+    host,
     compression,
     role,
     jobs,
     serverOptions,
     adminPort,
-    adminHost: String(values['admin-host']),
+    adminHost,
     drainMs,
     workers,
     scale,

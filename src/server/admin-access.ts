@@ -20,7 +20,7 @@ export interface AdminAccess {
 }
 
 export function adminAccessFromEnv(env: NodeJS.ProcessEnv = process.env): AdminAccess {
-  return { token: env.PERSEID_ADMIN_TOKEN || undefined, forwardedCount: forwardedCountFromEnv(env) };
+  return { token: adminToken(env.PERSEID_ADMIN_TOKEN), forwardedCount: forwardedCountFromEnv(env) };
 }
 
 function isLoopback(address: string | undefined): boolean {
@@ -33,6 +33,14 @@ function isLoopback(address: string | undefined): boolean {
 function sameSecret(given: string, expected: string): boolean {
   const digest = (text: string) => createHash('sha256').update(text).digest();
   return timingSafeEqual(digest(given), digest(expected));
+}
+
+/**
+ * The token as a request can carry it: HTTP clients send a header's value without the spaces and line
+ * break around it, so a token read from a file that ends in a newline (a Kubernetes secret, say) was never matched.
+ */
+export function adminToken(raw: string | undefined): string | undefined {
+  return raw?.trim() || undefined;
 }
 
 /** Why `req` may not read an operational endpoint, or undefined when it may. */

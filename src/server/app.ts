@@ -14,6 +14,7 @@ import { defineCloseReason } from '../ddp/errors.js';
 import { ProtocolErrors } from '../ddp/messages.js';
 import { createLogger, type Logger } from '../log.js';
 import { parseAllowedOrigins, type AllowedOrigins } from '../transport/origins.js';
+import { adminToken } from './admin-access.js';
 import { AddressLimit, WaitingPerAddress } from './address-limit.js';
 import { RefusalLog } from '../refusal-log.js';
 import { defaultTotalSubscriptions, SubscriptionBudget } from './subscription-budget.js';
@@ -226,7 +227,7 @@ export class PerseidServer implements SessionServer {
     this.routes = new HttpRoutes({
       publicDir: options.publicDir,
       health: () => this.health(),
-      admin: { token: options.adminToken ?? (process.env.PERSEID_ADMIN_TOKEN || undefined), forwardedCount },
+      admin: { token: adminToken(options.adminToken ?? process.env.PERSEID_ADMIN_TOKEN), forwardedCount },
       contentSecurityPolicy: options.contentSecurityPolicy,
       peerOrigins: () => this.transport.peerOrigins(),
       apm: async () => {

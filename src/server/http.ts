@@ -5,7 +5,7 @@
  * and which carry a Content-Security-Policy.
  */
 import { readFile } from 'node:fs/promises';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { validateHeaderValue, type IncomingMessage, type ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import serveStatic from 'serve-static';
 import { metrics } from '../metrics/registry.js';
@@ -24,6 +24,19 @@ import { handleAdmin, isAdminPath, localApm, type ApmSource } from './admin-rout
 export const DEFAULT_CONTENT_SECURITY_POLICY =
   "default-src 'self'; base-uri 'self'; connect-src 'self'; font-src 'self' https: data:; form-action 'self'; frame-ancestors 'self'; " +
   "img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; style-src 'self' https: 'unsafe-inline'";
+
+/**
+ * `policy` if a header can carry it, else a TypeError saying why: checked when the server is made, since
+ * setHeader throws at the first page request, which would stop the server (a YAML literal block keeps its newlines).
+ */
+export function checkContentSecurityPolicy(policy: string): string {
+  try {
+    validateHeaderValue('content-security-policy', policy);
+  } catch {
+    throw new TypeError('The Content-Security-Policy must be one line, without a newline or other control character (in YAML, a folded block: >-)');
+  }
+  return policy;
+}
 
 /** The default policy, its connect-src widened to the cluster's other servers (their http(s) and ws(s) URLs). */
 function defaultPolicyWith(peers: readonly string[]): string {
@@ -82,7 +95,7 @@ export class HttpRoutes {
     this.publicDir = options.publicDir;
     this.health = options.health;
     this.admin = options.admin ?? adminAccessFromEnv();
-    const policy = options.contentSecurityPolicy;
+    const policy = typeof options.contentSecurityPolicy === 'string' ? checkContentSecurityPolicy(options.contentSecurityPolicy) : options.contentSecurityPolicy;
     const peers = options.peerOrigins ?? (() => []);
     this.serveFiles = this.publicDir
       ? serveStatic(this.publicDir, {

@@ -10,7 +10,7 @@
  * recovery ignores the old logs; only then are the originals removed from the
  * directory (their links in the folder stay).
  */
-import { existsSync, linkSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { createLogger } from '../../log.js';
 import { EmbeddedCollection, type CollectionHost } from './collection.js';
@@ -57,11 +57,23 @@ function damagedFile(damaged: readonly DamagedRecord[]): string {
 
 export async function repairStore(dir: string, options: RepairOptions = {}): Promise<RepairReport> {
   if (!existsSync(dir)) throw new StoreError('STORE_NOT_FOUND', `There is no data directory at ${dir}`);
-  const release = acquireLock(dir);
+  if (!statSync(dir).isDirectory()) throw new StoreError('STORE_NOT_FOUND', `${dir} is a file, not a data directory: give the store's directory with --data-dir`);
+  const release = lockForRepair(dir);
   try {
     return await repairLocked(dir, options);
   } finally {
     release();
+  }
+}
+
+/** The directory's lock, or one line when the directory cannot be written (an operator who is not the server's user, a read-only mount). */
+function lockForRepair(dir: string): () => void {
+  try {
+    return acquireLock(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (error instanceof StoreError || code === undefined) throw error;
+    throw new StoreError('STORE_NOT_WRITABLE', `cannot write in ${dir} (${code}): repair takes its lock and rewrites it; run it as the user the server runs as, on a read-write mount`);
   }
 }
 
