@@ -70,6 +70,7 @@ describe('perseid CLI', () => {
       [['autoscale', '--dry-run', 'x', 'y'], /^perseid autoscale: takes no arguments, only options \(got x y\)$/m],
       // A negative number is the flag's value, refused by its range check, not taken for a flag.
       [['start', APP, '--drain-ms', '-5'], /--drain-ms must be an integer from 0 to 3600000 \(got -5\)/],
+      [['start', APP, '--max-total-buffered', '1TiB'], /--max-total-buffered must be a byte count of at least 1KiB, in bytes or with K, M or G \(KiB, MiB, GiB\), e\.g\. 64MiB \(got 1TiB\)/],
       [['start', APP, '-p', '-1'], /--port must be an integer from 0 to 65535 \(got -1\)/],
       [['start', APP, '--drain-ms', '--fsync'], /--drain-ms needs a value \(one starting with '-' is written --drain-ms=<value>\)/],
       [['start', APP, '--fsync=yes'], /--fsync takes no value/],

@@ -38,10 +38,10 @@ export const adviseCommand: CommandSpec = {
 export const capacityCommand: CommandSpec = {
   name: 'capacity',
   summary: 'Print a running server\'s CPU and memory per 100 sessions (and users), its event-loop headroom, and the instances N sessions need.',
-  usage: 'perseid capacity [--url <url>] --sessions <n> [options]',
+  usage: 'perseid capacity [--url <url>] [--sessions <n>] [options]',
   options: {
     ...common,
-    sessions: { type: 'string', value: '<n>', help: 'Plan for this many sessions' },
+    sessions: { type: 'string', value: '<n>', help: 'Plan for this many sessions: how many instances they need (without it, only the figures measured)' },
     cpu: { type: 'string', default: '70', value: '<percent>', help: 'CPU each instance may run at, percent of one core' },
     memory: { type: 'string', value: '<MiB>', help: 'Memory each instance may use' },
   },

@@ -70,7 +70,7 @@ export function bytesOption(values: Parsed['values'], name: string): number | un
   const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(String(raw).trim());
   const unit = match ? UNITS[match[2]!.toLowerCase()] : undefined;
   if (!match || unit === undefined || Number(match[1]) * unit < 1024) {
-    throw new UsageError(`--${name} must be a byte count of at least 1KiB, e.g. 64MiB (got ${String(raw)})`);
+    throw new UsageError(`--${name} must be a byte count of at least 1KiB, in bytes or with K, M or G (KiB, MiB, GiB), e.g. 64MiB (got ${String(raw)})`);
   }
   return Math.floor(Number(match[1]) * unit);
 }
