@@ -57,6 +57,7 @@ describe('perseid CLI', () => {
       [['frobnicate'], /unknown command 'frobnicate'/],
       [['help', 'strat'], /^perseid: unknown command 'strat' \(did you mean start\?\)$/m],
       [['start'], /Missing the app module/],
+      [['create', ''], /^perseid create: Missing the directory: perseid create <dir>/m],
       [['start', APP, '--port', 'abc'], /--port must be an integer/],
       [['start', APP, '--nope'], /unknown option --nope/],
       [['start', APP, '--compression', 'lots'], /--compression must be a byte count or off/],

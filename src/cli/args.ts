@@ -123,7 +123,7 @@ function explainParseError(error: NodeJS.ErrnoException, flags: readonly string[
 /** The command's one positional argument (its app module, directory, scenario): none, or more than one, is a usage error. */
 export function onePositional(parsed: Parsed, missing: string, what: string): string {
   const [first, ...extra] = parsed.positionals;
-  if (first === undefined) throw new UsageError(missing);
+  if (first === undefined || first.trim() === '') throw new UsageError(missing);
   if (extra.length > 0) throw new UsageError(`One ${what} at a time (got ${[first, ...extra.slice(0, -1)].join(', ')} and ${extra.at(-1)})`);
   return first;
 }
