@@ -6,7 +6,7 @@
  * and under a Content-Security-Policy.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -240,7 +240,12 @@ describe('static files', () => {
     assert.equal(lines.length, 1, lines.join('\n'));
     assert.match(lines[0]!, /does not exist/);
     assert.ok(lines[0]!.includes(join(process.cwd(), 'no-such-public-dir')), lines[0]);
-    createServer({ logger }).serveStatic(mkdtempSync(join(tmpdir(), 'perseid-public-')));
+    const publicDir = mkdtempSync(join(tmpdir(), 'perseid-public-'));
+    createServer({ logger }).serveStatic(publicDir);
     assert.equal(lines.length, 1, 'no warning for a directory that exists');
+    writeFileSync(join(publicDir, 'index.html'), '<p>hi</p>');
+    createServer({ logger }).serveStatic(join(publicDir, 'index.html'));
+    assert.equal(lines.length, 2, 'a warning for a file given as the directory');
+    assert.match(lines[1]!, /is a file, not a directory/);
   });
 });

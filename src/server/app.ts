@@ -2,7 +2,7 @@
  * The application server: methods, publications, and the HTTP server that
  * carries DDP (WebSocket and SockJS) next to static files and a health check.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
@@ -319,6 +319,8 @@ export class PerseidServer implements SessionServer {
     const full = resolve(dir);
     if (!existsSync(full)) {
       this.log.warn("serveStatic: the directory does not exist, so its files will not be found; to serve the app's own, give a path from its file: fileURLToPath(new URL('./public/', import.meta.url))", { dir: full });
+    } else if (!statSync(full).isDirectory()) {
+      this.log.warn('serveStatic: this is a file, not a directory, so nothing will be served from it; give the directory that holds the files', { dir: full });
     }
     this.routes = this.routes.withPublicDir(dir);
     return this;
