@@ -66,6 +66,20 @@ async function converges(collection: Collection, seen: Map<string, Document>, se
   }
 }
 
+/** Inserts a document `{n: 2}` as soon as the database (restarted) takes writes again, within 20 s. */
+async function insertOnceBack(collection: Collection): Promise<void> {
+  const deadline = Date.now() + 20000;
+  for (;;) {
+    try {
+      await collection.insertAsync({ _id: `after-${Date.now()}`, n: 2 });
+      return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 function liveSuite(target: DatabaseTarget): void {
   describe(`live queries on ${target.label}`, () => {
     let database: Database;
@@ -252,16 +266,7 @@ for (const { server, source } of restartCases) {
         await converges(c, seen.docs);
         await instance.restart();
         // mongo-java-server keeps nothing in memory across a restart; FerretDB keeps its files.
-        const deadline = Date.now() + 20000;
-        for (;;) {
-          try {
-            await c.insertAsync({ _id: `after-${Date.now()}`, n: 2 });
-            break;
-          } catch (error) {
-            if (Date.now() > deadline) throw error;
-            await new Promise((r) => setTimeout(r, 200));
-          }
-        }
+        await insertOnceBack(c);
         await converges(c, seen.docs, {}, {}, 20000);
         assert.ok([...seen.docs.values()].some((d) => d.n === 2));
         seen.stop();
@@ -390,16 +395,7 @@ describe('a MongoDB server that goes away', { skip: targets.some((t) => t.server
       // Retried after 0.1, 0.5 and 2 s, each failing within the 0.5 s server selection: at least three failures.
       await new Promise((r) => setTimeout(r, 5000));
       await instance.restart();
-      const deadline = Date.now() + 20000;
-      for (;;) {
-        try {
-          await c.insertAsync({ _id: `after-${Date.now()}`, n: 2 });
-          break;
-        } catch (error) {
-          if (Date.now() > deadline) throw error;
-          await new Promise((r) => setTimeout(r, 200));
-        }
-      }
+      await insertOnceBack(c);
       await converges(c, seen.docs, {}, {}, 15000);
       await eventually(() => lines.some((l) => /re-read reason="change stream reopened"/.test(l)), 'the stream reopened', 10000);
       const failed = lines.filter((l) => /WARN .*change stream failed/.test(l));
