@@ -111,8 +111,10 @@ export class ClusterMembership implements ConnectionRouter {
 
   passedOnByPeer(req: IncomingMessage): boolean {
     const key = req.headers[BALANCED_HEADER];
-    if (typeof key !== 'string' || key.length !== this.passKey.length) return false;
-    return timingSafeEqual(Buffer.from(key), Buffer.from(this.passKey));
+    if (typeof key !== 'string') return false;
+    // Compared as bytes: a header's characters past ASCII take more bytes than they count as, and unequal lengths throw.
+    const given = Buffer.from(key);
+    return given.length === this.passKey.length && timingSafeEqual(given, Buffer.from(this.passKey));
   }
 
   /** Leaves the registry: no balancer sends new clients here any more. */
