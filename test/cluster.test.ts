@@ -47,6 +47,21 @@ class PassedOnWebSocket extends WebSocket {
   }
 }
 
+/** A raw WebSocket from another loopback address than the servers' own, told apart from a balancer passing it on. */
+class FromOtherAddress extends WebSocket {
+  static readonly address = '127.0.0.9';
+  constructor(url: string) {
+    super(url, { localAddress: FromOtherAddress.address });
+  }
+}
+
+/** A raw WebSocket that forges a balancer's mark (as long as a pass key, in characters past ASCII) and a client address of its choosing. */
+class ForgedPassOn extends WebSocket {
+  constructor(url: string) {
+    super(url, { headers: { 'x-perseid-balanced': '\u00e9'.repeat(24), 'x-forwarded-for': '203.0.113.9' } });
+  }
+}
+
 function ddp(url: string, passedOn = false): SimpleDDP {
   return new SimpleDDP({
     endpoint: `${url.replace(/^http/, 'ws')}/websocket`,
@@ -128,6 +143,8 @@ describe('a cluster of servers', { skip }, () => {
       for (const server of [balancer, other]) {
         const { cluster } = await stats(server);
         assert.deepEqual(cluster!.servers.map((s) => s.url).sort(), [balancer.url, other.url].sort());
+        // A server's pass key stays in the registry: a reader of the stats could pass off addresses of their choosing with it.
+        assert.ok(cluster!.servers.every((s) => !('passKey' in s)), 'no pass key in the stats');
       }
     });
 
@@ -143,6 +160,28 @@ describe('a cluster of servers', { skip }, () => {
       await settled(balancer, 2);
       const next = await pids(await clients.open(balancer.url, 10));
       assert.ok(count(next, balancer.child.pid) >= 8, `only ${count(next, balancer.child.pid)} of 10 stayed on the less loaded balancer`);
+      await clients.closeAll();
+    });
+
+    // Bounded: a server that a forged mark crashed leaves the forger's client reconnecting for ever.
+    it('counts a client the balancer passes on by its own address there, without a warning to set HTTP_FORWARDED_COUNT', { timeout: 30_000 }, async () => {
+      await clients.open(balancer.url, 12, true);
+      const announced = async (url: string) => (await stats(balancer)).cluster!.servers.find((s) => s.url === url)!.sessions;
+      await eventually(async () => (await announced(balancer.url)) >= 12 && (await announced(other.url)) === 0, 'the balancer to count its own load and the other server none');
+      await settled(balancer, 2);
+      const passed = new SimpleDDP({ endpoint: `${balancer.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: FromOtherAddress, maxTimeout: 4000 });
+      clients.all.push(passed);
+      await passed.connect();
+      const who = await passed.call<Who & { address: string }>('whoami');
+      assert.equal(who.pid, other.child.pid, 'the balancer passed the client on');
+      // Not the balancer's address, which every client it passes on would share for the per-address limits.
+      assert.equal(who.address, FromOtherAddress.address);
+      assert.doesNotMatch(other.log(), /HTTP_FORWARDED_COUNT is not set/);
+      // The balancer's mark is not the client's to forge: a made-up X-Forwarded-For is not taken on trust.
+      const forger = new SimpleDDP({ endpoint: `${other.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: ForgedPassOn, maxTimeout: 4000 });
+      clients.all.push(forger);
+      await forger.connect();
+      assert.equal((await forger.call<{ address: string }>('whoami')).address, '127.0.0.1');
       await clients.closeAll();
     });
 

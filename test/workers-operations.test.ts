@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import type { JobRun } from '../src/jobs/history.js';
 import { freshDatabase } from './databases.js';
-import { eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
+import { eventually, exited, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/workers-app.js';
@@ -140,6 +140,47 @@ describe('perseid start --workers 2, signalled as a service manager does it: eve
       }
     });
   }
+});
+
+describe('perseid start --workers 2 with HTTP_FORWARDED_COUNT unset', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  it('warns once, in the primary, when connections come through a proxy, and not for its own relaying of SockJS', async () => {
+    const database = freshDatabase(mongo!);
+    const primary = await startPerseid(APP, ['--port', '0', '--workers', '2'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+    const url = `${primary.url.replace(/^http/, 'ws')}/websocket`;
+    const warnings = () => primary.log().split('HTTP_FORWARDED_COUNT is not set').length - 1;
+    const clients: SimpleDDP[] = [];
+    const peers: SockjsPeer[] = [];
+    try {
+      // No proxy in front: the primary's own hop for SockJS's HTTP requests is not one.
+      peers.push(await SockjsPeer.open(`${primary.url}/sockjs`, 'xhr-polling'));
+      await peers[0]!.call('p', 'whoami');
+      assert.equal(warnings(), 0, primary.log());
+      /** A raw WebSocket as nginx passes one on: the client's address in X-Forwarded-For. */
+      class Proxied extends WebSocket {
+        constructor(address: string) {
+          super(address, { headers: { 'x-forwarded-for': '198.51.100.7' } });
+        }
+      }
+      const workers = new Set<string>();
+      // Clients kept open, so the primary's choice by load spreads them, until both workers have some.
+      for (let i = 0; i < 20 && workers.size < 2; i++) {
+        const client = new SimpleDDP({ endpoint: url, SocketConstructor: Proxied, autoReconnect: false });
+        clients.push(client);
+        await client.connect();
+        workers.add((await client.call<{ worker: string }>('whoami')).worker);
+      }
+      assert.equal(workers.size, 2, 'connections reached both workers');
+      await eventually(() => warnings() > 0, 'the warning');
+      // A worker's copy would come through the primary's output a moment later.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assert.equal(warnings(), 1, primary.log());
+    } finally {
+      for (const peer of peers) peer.close();
+      await Promise.all(clients.map((c) => c.disconnect().catch(() => undefined)));
+      if (primary.child.exitCode === null) await primary.stop('SIGKILL');
+      await database.drop();
+    }
+  });
 });
 
 describe('perseid start --workers 2 stopped while a worker runs a job', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {

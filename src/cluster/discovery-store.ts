@@ -18,6 +18,8 @@ export interface ServerEntry extends LoadFigures {
   host?: string;
   /** `web`, `jobs` or `all`; a `jobs` server takes no clients, so no balancer sends it any. Absent from older servers: `all`. */
   role?: string;
+  /** What a balancer sends with a connection it passes on to this server, so its X-Forwarded-For entry is trusted there. */
+  passKey?: string;
   /** ms since the epoch, set when announced. */
   updatedAt: number;
 }

@@ -3,7 +3,8 @@ import type { LoadFigures } from './load-monitor.js';
 
 export type PrimaryToWorker =
   /** A WebSocket upgrade handed over; the socket travels as the message's handle. */
-  | { type: 'upgrade'; method: string; url: string; headers: Record<string, string | string[] | undefined>; head: string }
+  /** `passedOn`: another server's balancer passed it on to the primary (passed-on.ts). */
+  | { type: 'upgrade'; method: string; url: string; headers: Record<string, string | string[] | undefined>; head: string; passedOn: boolean }
   /** A change of a collection the worker watches (EJSON text of the ChangeEvent). */
   | { type: 'change'; event: string }
   /** The feed started watching a collection the worker asked for. */

@@ -6,7 +6,7 @@
  * connections are passed on through this server, or served here when the
  * chosen server takes no passed-on connections.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { hostname } from 'node:os';
 import type { Logger } from '../log.js';
@@ -49,6 +49,8 @@ function withoutTrailingSlash(url: string): string {
 export class ClusterMembership implements ConnectionRouter {
   readonly discovery: Discovery;
   private readonly balancer: Balancer;
+  /** Announced in the registry for balancers to send with the connections they pass on here (passedOnByPeer). */
+  private readonly passKey = randomBytes(18).toString('base64url');
   private leaving: Promise<void> | undefined;
 
   constructor(
@@ -62,7 +64,7 @@ export class ClusterMembership implements ConnectionRouter {
     this.discovery = new Discovery(
       options.store,
       id,
-      () => ({ url, internalUrl: internal && withoutTrailingSlash(internal), balancer: options.balancer, role: options.role ?? 'all', host: hostname(), ...load() }),
+      () => ({ url, internalUrl: internal && withoutTrailingSlash(internal), balancer: options.balancer, role: options.role ?? 'all', host: hostname(), passKey: this.passKey, ...load() }),
       { intervalMs: options.intervalMs, ttlMs: options.ttlMs, log: options.log },
     );
     this.balancer = new Balancer(this.discovery, connections);
@@ -75,7 +77,8 @@ export class ClusterMembership implements ConnectionRouter {
   /** Announces this server; resolves once it is registered and knows the others. */
   async start(): Promise<void> {
     await this.discovery.start();
-    metrics.section('cluster', () => ({ id: this.id, balancer: this.options.balancer, servers: this.discovery.servers() }));
+    // Without the pass keys: whoever reads the stats could otherwise have their own addresses taken on trust.
+    metrics.section('cluster', () => ({ id: this.id, balancer: this.options.balancer, servers: this.discovery.servers().map(({ passKey: _, ...entry }) => entry) }));
     this.options.log.info('joined the cluster', { id: this.id, url: this.options.url, balancer: this.options.balancer, servers: this.discovery.servers().length });
   }
 
@@ -103,7 +106,15 @@ export class ClusterMembership implements ConnectionRouter {
     const to = this.balancer.pick(PASS_ON_MARGIN, (entry) => entry.internalUrl !== undefined);
     if (!to?.internalUrl) return undefined;
     const target = new URL(to.internalUrl);
-    return { host: target.hostname.replace(/^\[|\]$/g, ''), port: Number(target.port || 80), unreachable: () => this.balancer.unreachable(to.id) };
+    return { host: target.hostname.replace(/^\[|\]$/g, ''), port: Number(target.port || 80), passKey: to.passKey, unreachable: () => this.balancer.unreachable(to.id) };
+  }
+
+  passedOnByPeer(req: IncomingMessage): boolean {
+    const key = req.headers[BALANCED_HEADER];
+    if (typeof key !== 'string') return false;
+    // Compared as bytes: a header's characters past ASCII take more bytes than they count as, and unequal lengths throw.
+    const given = Buffer.from(key);
+    return given.length === this.passKey.length && timingSafeEqual(given, Buffer.from(this.passKey));
   }
 
   /** Leaves the registry: no balancer sends new clients here any more. */

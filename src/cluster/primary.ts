@@ -23,6 +23,8 @@ import type { ConnectionRouter } from '../server/connection-router.js';
 import { serverSummary, type LoadFigures } from './load-monitor.js';
 import { proxyRequest } from '../transport/proxy.js';
 import { FrontDoor } from '../server/front-door.js';
+import { UntrustedProxyWarning } from '../server/proxy-warning.js';
+import { upgradeOwnProxies } from '../transport/passed-on.js';
 import { WorkerPool, type WorkerHandle } from './worker-pool.js';
 import { mergeWorkerStats } from './worker-stats.js';
 
@@ -55,9 +57,12 @@ export class Primary {
   private draining = false;
   private readonly door: FrontDoor;
   private router: ConnectionRouter | undefined;
+  /** Said here, where every connection to the machine arrives; the workers leave it to the primary. */
+  private readonly proxyWarning: UntrustedProxyWarning;
 
   constructor(private readonly options: PrimaryOptions) {
     this.door = new FrontDoor(options.log);
+    this.proxyWarning = new UntrustedProxyWarning(options.log, options.forwardedCount);
     // Samples the primary's own process (CPU, memory, event loop) for its /metrics.
     apm.start();
     this.forwarder = options.feed ? new ChangeForwarder(options.feed.changes) : undefined;
@@ -223,6 +228,7 @@ export class Primary {
       socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
       return;
     }
+    this.proxyWarning.check(req.socket.remoteAddress, req.headers, upgradeOwnProxies(req));
     this.pool.handoff(worker, req, socket, head);
   }
 
@@ -233,6 +239,7 @@ export class Primary {
       return;
     }
     if (path.startsWith('/sockjs/')) {
+      this.proxyWarning.check(req.socket.remoteAddress, req.headers, 0);
       const session = sockjsSessionOf(path);
       const worker = session ? this.pool.forSession(session) : this.pool.choose();
       if (!worker?.httpPort) {

@@ -7,6 +7,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { STOP_GRACE_MS } from '../jobs/jobs.js';
+import { upgradeOwnProxies } from '../transport/passed-on.js';
 import type { Logger } from '../log.js';
 import type { PrimaryToWorker, WorkerToPrimary } from './ipc-messages.js';
 import { loadScore, type LoadFigures } from './load-monitor.js';
@@ -91,7 +92,8 @@ export class WorkerPool {
     // swallow the client's first frame sent meanwhile (nodejs/node#8353); Node has no public way to
     // stop native reads, hence the private handle.
     (socket as unknown as { _handle?: { readStop?(): number } })._handle?.readStop?.();
-    worker.send({ type: 'upgrade', method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, head: head.toString('base64') }, socket);
+    const passedOn = upgradeOwnProxies(req) > 0;
+    worker.send({ type: 'upgrade', method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, head: head.toString('base64'), passedOn }, socket);
   }
 
   broadcast(message: PrimaryToWorker): void {

@@ -11,6 +11,7 @@ import type { ChangeEvent } from '../data/change-source.js';
 import type { PerseidServer } from '../server/app.js';
 import type { PrimaryToWorker, WorkerToPrimary } from './ipc-messages.js';
 import { LoadMonitor } from './load-monitor.js';
+import { markPassedOn } from '../transport/passed-on.js';
 
 function toPrimary(message: WorkerToPrimary): void {
   process.send?.(message);
@@ -55,6 +56,7 @@ export async function serveAsWorker(server: PerseidServer, stops: WorkerStops): 
       req.method = message.method;
       req.url = message.url;
       req.headers = message.headers;
+      if (message.passedOn) markPassedOn(req);
       server.httpServer.emit('upgrade', req, socket, Buffer.from(message.head, 'base64'));
     } else if (message.type === 'origins') {
       server.trustPeerOrigins(message.origins);

@@ -18,7 +18,8 @@ import { adminToken } from './admin-access.js';
 import { AddressLimit, WaitingPerAddress } from './address-limit.js';
 import { RefusalLog } from '../refusal-log.js';
 import { defaultTotalSubscriptions, SubscriptionBudget } from './subscription-budget.js';
-import { clientAddress, forwardedCountFromEnv, forwardedHops } from './connection-handle.js';
+import { clientAddress, forwardedCountFromEnv } from './connection-handle.js';
+import { UntrustedProxyWarning } from './proxy-warning.js';
 import type { ConnectionRouter } from './connection-router.js';
 import { FrontDoor } from './front-door.js';
 import { TransportEndpoint } from '../transport/endpoint.js';
@@ -172,8 +173,7 @@ export class PerseidServer implements SessionServer {
   private readonly waitingPerAddress: WaitingPerAddress<Session>;
   private readonly connectionRefusals: RefusalLog;
   readonly methodFailures: RefusalLog;
-  /** Whether the warning that a proxy stands in front with HTTP_FORWARDED_COUNT unset was given. */
-  private untrustedProxyWarned = false;
+  private readonly proxyWarning: UntrustedProxyWarning;
 
   constructor(options: ServerOptions = {}) {
     checkServerOptionNames(options);
@@ -204,6 +204,7 @@ export class PerseidServer implements SessionServer {
     this.resumeMaxSessions = options.resumeMaxSessions ?? 10000;
     this.subscriptionBudget = new SubscriptionBudget(options.maxTotalSubscriptions ?? defaultTotalSubscriptions(), this.log);
     this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
+    this.proxyWarning = new UntrustedProxyWarning(this.log, forwardedCount);
     this.connectionRefusals = new RefusalLog(this.log, 'refusing connections: too many from one address (raise --max-connections-per-address, or set HTTP_FORWARDED_COUNT behind a proxy)');
     // A database that is down fails every call: a line per call flooded the log during an outage.
     this.methodFailures = new RefusalLog(this.log, 'methods failing with a server error, logged at most once a minute (failed: how many since the last line, the one named among them)', 'failed');
@@ -282,6 +283,7 @@ export class PerseidServer implements SessionServer {
    */
   servedThroughPrimary(): this {
     this.transport.sockjsOwnProxies = 1;
+    this.proxyWarning.leaveToOther();
     return this;
   }
 
@@ -582,14 +584,7 @@ export class PerseidServer implements SessionServer {
       return;
     }
     const address = clientAddress(socket.remoteAddress, socket.headers, this.settings.forwardedCount + socket.ownProxies);
-    if (!this.untrustedProxyWarned && this.settings.forwardedCount === 0 && forwardedHops(socket.headers) > socket.ownProxies) {
-      // Said before the per-address limits refuse a whole site's clients as one address, not after.
-      this.untrustedProxyWarned = true;
-      this.log.warn(
-        'a connection came through a proxy (X-Forwarded-For) but HTTP_FORWARDED_COUNT is not set: every client behind that proxy counts as its address for the per-address limits (connections, subscriptions, logins); if a proxy stands in front of this server, set HTTP_FORWARDED_COUNT to the number of proxies (said once)',
-        { proxy: socket.remoteAddress },
-      );
-    }
+    this.proxyWarning.check(socket.remoteAddress, socket.headers, socket.ownProxies);
     if (!this.addressLimit.take(address)) {
       sessionMetrics.connectionsRefused.inc();
       this.connectionRefusals.refusedOne({ address, limit: this.addressLimit.limit });

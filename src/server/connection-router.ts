@@ -3,10 +3,15 @@ import type { IncomingMessage } from 'node:http';
 import type { ServerSummary } from '../metrics/apm.js';
 import type { Target } from '../transport/proxy.js';
 
-/** Marks a connection a balancer passed on, so the server receiving it serves it rather than balancing again. */
+/**
+ * Marks a connection a balancer passed on, so the server receiving it serves it rather than balancing again. Its value
+ * is the receiving server's pass key, which tells it the X-Forwarded-For entry the balancer added can be trusted.
+ */
 export const BALANCED_HEADER = 'x-perseid-balanced';
 
 export interface RoutedTarget extends Target {
+  /** The key the target announced for connections passed on to it (absent from older servers). */
+  passKey?: string;
   /** The target refused the connection: stop choosing it for a while. */
   unreachable(): void;
 }
@@ -16,6 +21,8 @@ export interface ConnectionRouter {
   sockjsBaseUrl(): string | undefined;
   /** Where to pass a WebSocket upgrade on to, or undefined to serve it here. */
   upgradeTarget(req: IncomingMessage): RoutedTarget | undefined;
+  /** Whether a server of the cluster passed this upgrade on to this one (its BALANCED_HEADER carries this server's pass key). */
+  passedOnByPeer(req: IncomingMessage): boolean;
   /**
    * The origins of the other servers the router sends clients between: a page
    * one of them served may connect here (its SockJS client pinned here by

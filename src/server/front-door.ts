@@ -6,6 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
+import { markPassedOn } from '../transport/passed-on.js';
 import { proxyUpgrade } from '../transport/proxy.js';
 import { BALANCED_HEADER, type ConnectionRouter } from './connection-router.js';
 
@@ -40,9 +41,11 @@ export class FrontDoor {
 
   /** Passes a WebSocket upgrade on to the server the router chose; otherwise, or when that server does not answer, `serveHere`. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, serveHere: () => void): void {
+    // The passing balancer added itself to X-Forwarded-For: its clients are counted by their own addresses, not its.
+    if (this.router?.passedOnByPeer(req)) markPassedOn(req);
     const target = this.router?.upgradeTarget(req);
     if (!target) return serveHere();
-    proxyUpgrade(req, socket, head, target, { [BALANCED_HEADER]: '1' }, (error) => {
+    proxyUpgrade(req, socket, head, target, { [BALANCED_HEADER]: target.passKey ?? '1' }, (error) => {
       this.log.warn('could not pass a connection on; serving it here', { to: `${target.host}:${target.port}`, error: error.message });
       target.unreachable();
       serveHere();

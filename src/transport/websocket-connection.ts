@@ -25,6 +25,7 @@ import { MessagePacer } from './message-pacer.js';
 import { handOnSockjsMessage, type DdpSocket, type SocketHandlers } from './socket.js';
 import { messageBytes } from '../metrics/message-size.js';
 import { transportMetrics } from './transport-metrics.js';
+import { upgradeOwnProxies } from './passed-on.js';
 
 export interface WebSocketConnectionOptions {
   framing: 'raw' | 'sockjs';
@@ -93,8 +94,8 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
   readonly headers: IncomingMessage['headers'];
-  /** Upgrades are handed over as the client's own socket, never proxied by us. */
-  readonly ownProxies = 0;
+  /** 1 when another server's balancer passed the upgrade on (passed-on.ts); a workers' primary hands over the client's own socket. */
+  readonly ownProxies: number;
 
   constructor(ws: WebSocket, socket: Duplex, request: IncomingMessage, options: WebSocketConnectionOptions) {
     this.ws = ws;
@@ -104,6 +105,7 @@ export class WebSocketConnection implements DdpSocket, Flushable, BudgetMember, 
     this.remoteAddress = request.socket.remoteAddress;
     this.remotePort = request.socket.remotePort;
     this.headers = request.headers;
+    this.ownProxies = upgradeOwnProxies(request);
     this.gate = new OutputGate(() => this.bufferedBytes, options.outputHighWater);
     // Registered after ws's own listener: a chunk is counted once ws has parsed it.
     (socket as CountedSocket)[kConnection] = this;
