@@ -5,9 +5,20 @@
  */
 import type { Hit, RateLimitStore, RuleWindow } from './rate-limit.js';
 
+/**
+ * The most buckets one rule keeps: the most recent keys, in two generations of
+ * half as many each. A window can be long (forgotPassword's is an hour) and a
+ * flood of distinct keys (an e-mail address per call, from many addresses)
+ * grew the store by some 200 bytes a key until the window ended. A bucket is
+ * dropped only after this many / 2 newer ones, and then starts again from 0.
+ */
+export const MAX_BUCKETS_PER_RULE = 100_000;
+
 interface Counters {
   resetAt: number;
   buckets: Map<string, number>;
+  /** The generation before `buckets`, dropped whole when `buckets` fills (deleting a Map's oldest key one at a time costs a scan each). */
+  older: Map<string, number>;
 }
 
 export class MemoryRateLimitStore implements RateLimitStore {
@@ -15,14 +26,23 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
   async hit(rule: RuleWindow, bucket: string, now: number): Promise<Hit> {
     let counters = this.rules.get(rule.id);
-    if (!counters) this.rules.set(rule.id, (counters = { resetAt: rule.createdAt, buckets: new Map() }));
+    if (!counters) this.rules.set(rule.id, (counters = { resetAt: rule.createdAt, buckets: new Map(), older: new Map() }));
     if (now - counters.resetAt > rule.intervalMs) {
-      // A new Map, not clear(): the old one's memory goes at once (a flood's buckets can be many).
+      // New Maps, not clear(): the old ones' memory goes at once (a flood's buckets can be many).
       counters.resetAt = now;
       counters.buckets = new Map();
+      counters.older = new Map();
     }
-    const count = (counters.buckets.get(bucket) ?? 0) + 1;
-    counters.buckets.set(bucket, count);
+    let count = counters.buckets.get(bucket);
+    if (count === undefined) {
+      count = counters.older.get(bucket) ?? 0;
+      counters.older.delete(bucket);
+      if (counters.buckets.size >= MAX_BUCKETS_PER_RULE / 2) {
+        counters.older = counters.buckets;
+        counters.buckets = new Map();
+      }
+    }
+    counters.buckets.set(bucket, ++count);
     return { count, timeToReset: rule.intervalMs - (now - counters.resetAt) };
   }
 
