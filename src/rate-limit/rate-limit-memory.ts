@@ -3,16 +3,7 @@
  * single server. With several servers each counts alone (a client spreading
  * its calls over n servers gets n times the limit): use `rate-limit-redis.ts`.
  */
-import type { Hit, RateLimitStore, RuleWindow } from './rate-limit.js';
-
-/**
- * The most buckets one rule keeps: the most recent keys, in two generations of
- * half as many each. A window can be long (forgotPassword's is an hour) and a
- * flood of distinct keys (an e-mail address per call, from many addresses)
- * grew the store by some 200 bytes a key until the window ended. A bucket is
- * dropped only after this many / 2 newer ones, and then starts again from 0.
- */
-export const MAX_BUCKETS_PER_RULE = 100_000;
+import { MAX_BUCKETS_PER_RULE, type Hit, type RateLimitStore, type RuleWindow } from './rate-limit.js';
 
 interface Counters {
   resetAt: number;
