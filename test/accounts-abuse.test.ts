@@ -1,7 +1,7 @@
 /**
  * Accounts under abuse an operator must survive, over the wire: sign-ups
  * racing for one name in different case (on the embedded store,
- * mongo-java-server and FerretDB), a client reconnecting to get past
+ * mongo-java-server and FerretDB), a sign-up whose hook hangs, a client reconnecting to get past
  * the per-connection limit, oversized profiles, and one victim's address
  * mailed again and again through forgotPassword, on one server or several
  * sharing their rate limits in Redis.
@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { serviceUrl } from '../scripts/services/control.js';
 import { accounts } from '../src/accounts/index.js';
+import { SIGNUP_HOLD_MS } from '../src/accounts/accounts.js';
 import type { AccountsEmail } from '../src/accounts/mailer.js';
 import { Random } from '../src/ddp/random.js';
 import { rateLimiter, RedisRateLimitStore } from '../src/rate-limit/index.js';
@@ -159,6 +160,35 @@ describe('accounts under abuse (embedded store)', () => {
     } finally {
       await t.close();
       await one.close();
+    }
+  });
+
+  it('answers a sign-up for a name whose earlier sign-up hangs in a hook, once that one has held the name SIGNUP_HOLD_MS', { timeout: 25_000 }, async () => {
+    const t = await accountsServer(opened.database, { defaultRateLimit: false }, (_server, acc) => {
+      // A hook awaiting a service that never answers, for the first sign-up only.
+      let first = true;
+      acc.onCreateUser(async (_options, user) => {
+        if (first) {
+          first = false;
+          await new Promise(() => undefined);
+        }
+        return user;
+      });
+    });
+    const [hung, later] = await Promise.all([RawPeer.connected(t.wsUrl), RawPeer.connected(t.wsUrl)]);
+    try {
+      hung.send({ msg: 'method', id: 'hangs', method: 'createUser', params: [{ username: 'stuck' }] });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const started = Date.now();
+      later.send({ msg: 'method', id: 'later', method: 'createUser', params: [{ username: 'STUCK' }] });
+      const reply = await later.next((m) => m.msg === 'result' && m.id === 'later', SIGNUP_HOLD_MS + 3000);
+      assert.equal(reply.error, undefined, JSON.stringify(reply.error));
+      assert.ok(Date.now() - started >= SIGNUP_HOLD_MS - 500, `waited its turn: answered after ${Date.now() - started} ms`);
+      assert.equal((await t.accounts.users.find({ username: 'STUCK' }).fetchAsync()).length, 1);
+    } finally {
+      hung.close();
+      later.close();
+      await t.close();
     }
   });
 
