@@ -509,8 +509,10 @@ export class Accounts {
         await accounts.limitAddress(this.connection);
         check(options, { email: Identifier });
         const { email } = options as { email: string };
-        // Counted whether or not a user has the address, so a refusal does not tell which accounts exist.
-        await accounts.resetMailLimit?.hit(email.toLowerCase());
+        // Counted whether or not a user has the address, so a refusal does not tell which accounts exist. Keyed by
+        // its case folded as a MongoDB-wire store's case-insensitive lookup folds it: there 'kiſſ' (long s) finds
+        // kiss@..., which toLowerCase() keeps apart, so each spelling was 3 more mails to the same victim.
+        await accounts.resetMailLimit?.hit(email.toUpperCase().toLowerCase());
         const user = await accounts.findUserByEmail(email);
         if (!user) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.userNotFound);
         const address = (user.emails ?? []).map((e) => e.address).find((a) => a.toLowerCase() === email.toLowerCase());
