@@ -1,11 +1,15 @@
 /**
  * Runs tasks that hold a common key one after another, and tasks with no key
  * in common at once. Keys are taken in sorted order, so two tasks wanting the
- * same keys cannot wait on each other for ever.
+ * same keys cannot wait on each other for ever. A task holds its keys at most
+ * `holdMs`: one that never settles (awaiting a service that hangs) would
+ * otherwise keep every later task on its keys waiting for good.
  */
 export class KeyedLock {
-  /** Per key, a promise that settles when the last task queued on it is done. */
+  /** Per key, a promise that settles when the last task queued on it is done (or has held it `holdMs`). */
   private readonly tails = new Map<string, Promise<void>>();
+
+  constructor(private readonly holdMs: number) {}
 
   run<T>(keys: readonly string[], task: () => Promise<T>): Promise<T> {
     const [first, ...rest] = [...new Set(keys)].sort();
@@ -20,11 +24,16 @@ export class KeyedLock {
     const tail = previous.then(() => done);
     this.tails.set(key, tail);
     await previous;
+    const free = () => {
+      clearTimeout(timer);
+      release();
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    };
+    const timer = setTimeout(free, this.holdMs).unref();
     try {
       return await task();
     } finally {
-      release();
-      if (this.tails.get(key) === tail) this.tails.delete(key);
+      free();
     }
   }
 }

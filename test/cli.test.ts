@@ -92,6 +92,14 @@ describe('perseid CLI', () => {
     }
   });
 
+  it('refuses a PERSEID_ADMIN_TOKEN no request could send, in one line, instead of answering every request 401', () => {
+    for (const token of ['open sesame', 'pässwort']) {
+      const out = run(['start', APP, '--port', '0'], { PERSEID_ADMIN_TOKEN: token });
+      assert.equal(out.status, 2, token);
+      assert.match(out.stderr, /^perseid start: PERSEID_ADMIN_TOKEN may hold only visible ASCII characters, no spaces: no request could send it as Authorization: Bearer <token>$/m);
+    }
+  });
+
   it('refuses an --admin-port that is the main port, before the app starts and fails to bind it', async () => {
     const port = String(await freePort());
     const dataDir = join(tempDir(), 'data');

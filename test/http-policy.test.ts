@@ -69,6 +69,15 @@ describe('/perseid/stats', () => {
     }
   });
 
+  it('refuses a token no request can send when the server is made (a space inside, a letter outside ASCII): every request got 401', () => {
+    for (const adminToken of ['open sesame', 'pässwort']) {
+      assert.throws(() => createServer({ adminToken }), {
+        name: 'TypeError',
+        message: 'PERSEID_ADMIN_TOKEN may hold only visible ASCII characters, no spaces: no request could send it as Authorization: Bearer <token>',
+      });
+    }
+  });
+
   it('takes a token read from a file ending in a newline as the token, which is all a request can send', async () => {
     const t = await startServer(() => undefined, { adminToken: 's3cret-token\n' });
     try {

@@ -117,8 +117,15 @@ const ADDRESS_RATE_LIMIT: RateLimitWindow = { numRequests: 60, intervalMs: 60_00
 /** Reset mails to one address: each forgotPassword call from any connection or address mailed the victim again. */
 const FORGOT_PASSWORD_LIMIT: RateLimitWindow = { numRequests: 3, intervalMs: 3_600_000 };
 
+/**
+ * How long a sign-up keeps its names from the others: one whose onCreateUser or validateNewUser hook never settles
+ * (awaiting a service that hangs) kept every later sign-up for its name waiting, unanswered, until a restart. Past
+ * this the next goes ahead, and the second check after the insert keeps two users from sharing the name.
+ */
+export const SIGNUP_HOLD_MS = 10_000;
+
 /** Signups under way in this process, by the names they claim (case ignored, as the duplicate check does). */
-const signups = new KeyedLock();
+const signups = new KeyedLock(SIGNUP_HOLD_MS);
 
 /** The port the server listens on, once it does. */
 function listeningPort(server: PerseidServer): number | undefined {
@@ -502,8 +509,10 @@ export class Accounts {
         await accounts.limitAddress(this.connection);
         check(options, { email: Identifier });
         const { email } = options as { email: string };
-        // Counted whether or not a user has the address, so a refusal does not tell which accounts exist.
-        await accounts.resetMailLimit?.hit(email.toLowerCase());
+        // Counted whether or not a user has the address, so a refusal does not tell which accounts exist. Keyed by
+        // its case folded as a MongoDB-wire store's case-insensitive lookup folds it: there 'kiſſ' (long s) finds
+        // kiss@..., which toLowerCase() keeps apart, so each spelling was 3 more mails to the same victim.
+        await accounts.resetMailLimit?.hit(email.toUpperCase().toLowerCase());
         const user = await accounts.findUserByEmail(email);
         if (!user) throw credentialsError(accounts.ctx.ambiguous, AccountsErrors.userNotFound);
         const address = (user.emails ?? []).map((e) => e.address).find((a) => a.toLowerCase() === email.toLowerCase());

@@ -4,6 +4,7 @@
  * same ones. (The admin token is read from PERSEID_ADMIN_TOKEN only: a flag
  * would show in the process list.)
  */
+import { adminToken } from '../server/admin-access.js';
 import type { ServerOptions } from '../server/app.js';
 import { checkContentSecurityPolicy } from '../server/http.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
@@ -93,6 +94,12 @@ export function readProtection(values: Parsed['values']): ServerOptions {
     } catch (error) {
       throw new UsageError(`--allowed-origins: ${(error as Error).message}`);
     }
+  }
+  try {
+    // Refused here, before the store opens, rather than by createServer in a stack trace.
+    adminToken(process.env.PERSEID_ADMIN_TOKEN);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
   const policy = values['content-security-policy'];
   if (policy !== undefined) {

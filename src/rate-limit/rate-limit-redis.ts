@@ -2,9 +2,9 @@
  * Rate-limit counters in Redis, shared by every server of a cluster (chosen
  * when `REDIS_URL` is set): a client gets its limit once, whichever servers
  * its connections land on. Each rule is one hash (`@reset` plus a field per
- * bucket) updated by one Lua script, so concurrent hits from many servers
- * count exactly; the hash expires after an idle window. The caller's clock
- * dates the window, as in Meteor. Sibling: `rate-limit-memory.ts`.
+ * bucket, and an older generation's hash) updated by one Lua script, so
+ * concurrent hits from many servers count exactly; the hash expires after an
+ * idle window. The caller's clock dates the window, as in Meteor. Sibling: `rate-limit-memory.ts`.
  *
  * A client made with `enableOfflineQueue: false` (the default store's, so an
  * outage fails fast) refuses commands until it has connected; calls that came
@@ -13,7 +13,7 @@
  * it, at most FIRST_CONNECTION_MS.
  */
 import type { Redis } from 'ioredis';
-import type { Hit, RateLimitStore, RuleWindow } from './rate-limit.js';
+import { MAX_BUCKETS_PER_RULE, type Hit, type RateLimitStore, type RuleWindow } from './rate-limit.js';
 
 /** The longest a hit waits for the client's first connection before failing (the limiter then counts in this process). */
 export const FIRST_CONNECTION_MS = 3000;
@@ -33,17 +33,25 @@ function firstConnection(redis: Redis, ms: number): Promise<void> | undefined {
   });
 }
 
-// KEYS[1] the rule's hash; ARGV: now, interval ms, rule created at, bucket.
+// KEYS[1] the rule's hash, KEYS[2] its older generation; ARGV: now, interval ms, rule created at, bucket, generation size.
+// A full hash becomes the older generation by RENAME, which keeps its expiry and drops the one before.
 const HIT = `
 local now = tonumber(ARGV[1])
 local interval = tonumber(ARGV[2])
 local reset = tonumber(redis.call('HGET', KEYS[1], '@reset') or ARGV[3])
 if now - reset > interval then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
   reset = now
 end
-redis.call('HSET', KEYS[1], '@reset', reset)
-local count = redis.call('HINCRBY', KEYS[1], 'b:' .. ARGV[4], 1)
+local field = 'b:' .. ARGV[4]
+local count = redis.call('HGET', KEYS[1], field)
+if not count then
+  count = redis.call('HGET', KEYS[2], field) or 0
+  redis.call('HDEL', KEYS[2], field)
+  if redis.call('HLEN', KEYS[1]) > tonumber(ARGV[5]) then redis.call('RENAME', KEYS[1], KEYS[2]) end
+end
+count = tonumber(count) + 1
+redis.call('HSET', KEYS[1], '@reset', reset, field, count)
 redis.call('PEXPIRE', KEYS[1], interval * 2 + 1000)
 return {count, interval - (now - reset)}
 `;
@@ -65,12 +73,13 @@ export class RedisRateLimitStore implements RateLimitStore {
 
   async hit(rule: RuleWindow, bucket: string, now: number): Promise<Hit> {
     if (this.connecting) await this.connecting;
-    const [count, timeToReset] = (await this.redis.eval(HIT, 1, this.key(rule), now, rule.intervalMs, rule.createdAt, bucket)) as [number, number];
+    const key = this.key(rule);
+    const [count, timeToReset] = (await this.redis.eval(HIT, 2, key, `${key}:older`, now, rule.intervalMs, rule.createdAt, bucket, MAX_BUCKETS_PER_RULE / 2)) as [number, number];
     return { count, timeToReset };
   }
 
   async forget(rule: RuleWindow): Promise<void> {
-    await this.redis.del(this.key(rule));
+    await this.redis.del(this.key(rule), `${this.key(rule)}:older`);
   }
 
   async close(): Promise<void> {

@@ -15,6 +15,16 @@ export interface RuleWindow {
   readonly createdAt: number;
 }
 
+/**
+ * The most buckets a store keeps for one rule: the most recent keys, in two
+ * generations of half as many each, the older dropped whole when the newer
+ * fills. A window can be long (forgotPassword's is an hour), and a flood of
+ * distinct keys (an e-mail address per call, from many client addresses) grew
+ * the store by a bucket a key until the window ended. A bucket is dropped only
+ * after this many / 2 newer ones, and then starts again from 0.
+ */
+export const MAX_BUCKETS_PER_RULE = 100_000;
+
 export interface Hit {
   /** Events counted in the bucket in the current window, this one included. */
   count: number;
@@ -26,7 +36,8 @@ export interface RateLimitStore {
   /**
    * Counts one event in `bucket` of `rule` at `now`: first, if more than the
    * rule's interval has passed since its window started, the window restarts
-   * at `now` with every bucket at zero. One atomic step.
+   * at `now` with every bucket at zero. One atomic step. Keeps at most
+   * MAX_BUCKETS_PER_RULE buckets per rule.
    */
   hit(rule: RuleWindow, bucket: string, now: number): Promise<Hit>;
   /** Forgets a removed rule's counters. */

@@ -35,12 +35,21 @@ function sameSecret(given: string, expected: string): boolean {
   return timingSafeEqual(digest(given), digest(expected));
 }
 
+/** What `Authorization: Bearer <token>` carries as sent: visible ASCII, no space (HTTP clients send other characters as UTF-8 bytes, read back as Latin-1). */
+const SENDABLE_TOKEN = /^[\x21-\x7e]+$/;
+
 /**
  * The token as a request can carry it: HTTP clients send a header's value without the spaces and line
  * break around it, so a token read from a file that ends in a newline (a Kubernetes secret, say) was never matched.
+ * One no request can carry (a space inside, an accented letter) is refused: every request was refused with 401.
  */
 export function adminToken(raw: string | undefined): string | undefined {
-  return raw?.trim() || undefined;
+  const token = raw?.trim();
+  if (!token) return undefined;
+  if (!SENDABLE_TOKEN.test(token)) {
+    throw new TypeError('PERSEID_ADMIN_TOKEN may hold only visible ASCII characters, no spaces: no request could send it as Authorization: Bearer <token>');
+  }
+  return token;
 }
 
 /** Why `req` may not read an operational endpoint, or undefined when it may. */

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { backendTest } from './backend-test.js';
-import type { RateLimitStore, RuleWindow } from '../../src/rate-limit/rate-limit.js';
+import { MAX_BUCKETS_PER_RULE, type RateLimitStore, type RuleWindow } from '../../src/rate-limit/rate-limit.js';
 import { RateLimiter, type RateLimitInput } from '../../src/rate-limit/rate-limiter.js';
 import { Random } from '../../src/ddp/random.js';
 
@@ -51,6 +51,22 @@ export function rateLimitSuite(make: MakeStore): void {
     const now = Date.now();
     const counts = await Promise.all(Array.from({ length: 200 }, () => store.hit(r, 'same', now).then((h) => h.count)));
     assert.deepEqual(counts.sort((a, b) => a - b), Array.from({ length: 200 }, (_v, i) => i + 1));
+  });
+
+  run("keeps a rule's most recent keys: a flood of distinct keys in a long window drops the oldest, not memory without bound", async (store) => {
+    // forgotPassword's limit: an hour per e-mail address, and an address per call from a flood.
+    const r = rule(3_600_000, 0);
+    await store.hit(r, 'idle@example.com', 1);
+    await store.hit(r, 'steady@example.com', 1);
+    const flood = 2 * MAX_BUCKETS_PER_RULE;
+    for (let i = 0; i < flood; i += 1000) {
+      await Promise.all(Array.from({ length: 1000 }, (_v, j) => store.hit(r, `flood-${i + j}@example.com`, 2)));
+      // A key asked for again and again keeps its count however many others come.
+      await store.hit(r, 'steady@example.com', 2);
+    }
+    assert.equal((await store.hit(r, 'steady@example.com', 3)).count, 2 + flood / 1000);
+    assert.equal((await store.hit(r, `flood-${flood - 1}@example.com`, 3)).count, 2, 'a recent key is still counted');
+    assert.equal((await store.hit(r, 'idle@example.com', 3)).count, 1, 'a key not asked for since the flood began is dropped');
   });
 
   run("applies Meteor's matchers: literals, predicates, null (any value, not in the bucket)", async (store) => {
