@@ -20,6 +20,7 @@ import { Emitter, ListenerSet } from './emitter.js';
 import { defaultHotCodePush, reloadPage, watchVersion, type HotCodePush } from './hot-code-push.js';
 import type { LocalCollection } from './local-collection.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
+import { checkClientOptionNames } from './option-names.js';
 import { Quiescence, type DataMessage } from './quiescence.js';
 import { LocalStore } from './store.js';
 import { Simulation, type Stub, type StubInvocation } from './stubs.js';
@@ -121,6 +122,7 @@ export class DDPClient extends Emitter<ClientEvents> {
 
   constructor(url: string, options: DDPClientOptions = {}) {
     super();
+    checkClientOptionNames(options);
     this.url = toWebSocketUrl(url);
     const WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (!WebSocket) {
