@@ -526,6 +526,26 @@ describe('client reconnect', () => {
     assert.equal(client.status, 'closed');
   });
 
+  it("resumes past a wait call whose `updated` came before the cut and its result after: later data is not held for ever", async () => {
+    await connected({}, async (first, client, peer) => {
+      const login = client.apply('login', [], { wait: true });
+      const method = await first.next('method');
+      // Meteor's server sends `updated` first (its write fence fires before the result goes); the cut loses the result.
+      first.send({ msg: 'updated', methods: [method.id] });
+      await first.sync();
+      first.drop();
+      const second = await peer.connection();
+      const connect = await second.handshake('session-1');
+      assert.equal(connect.session, 'session-1');
+      // The client sends the call again; a resumed session has answered it already and only replays the result.
+      second.send({ msg: 'result', id: method.id, result: 'user-1' });
+      assert.equal(await login, 'user-1');
+      second.send({ msg: 'added', collection: 'tasks', id: 'a', fields: { n: 1 } });
+      await second.sync();
+      await eventually(() => client.collection('tasks').findOne('a') !== undefined, 'a document sent after the resume', 2000);
+    });
+  });
+
   it('resubscribes and converges: documents not re-sent disappear, unchanged ones cause no events', async () => {
     await connected({}, async (first, client, peer) => {
       const tasks = client.subscribe('tasks');

@@ -482,6 +482,8 @@ export class DDPClient extends Emitter<ClientEvents> {
       case 'ready':
       case 'nosub':
       case 'updated':
+        // Known at once, held or not: a call sent again to a resumed session gets no second `updated`.
+        if (message.msg === 'updated') for (const id of message.methods) this.calls.updateArrived(id);
         if (!this.quiescence) {
           this.applyData(message);
           break;
