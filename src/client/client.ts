@@ -19,6 +19,7 @@ import { isDocumentMessage, type Document } from './documents.js';
 import { Emitter, ListenerSet } from './emitter.js';
 import { defaultHotCodePush, reloadPage, watchVersion, type HotCodePush } from './hot-code-push.js';
 import type { LocalCollection } from './local-collection.js';
+import { listen, reportTo, takeMethodCallback, takeSubscriptionCallbacks, type MethodCallback } from './meteor-callbacks.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
 import { checkClientOptionNames } from './option-names.js';
 import { Quiescence, type DataMessage } from './quiescence.js';
@@ -226,11 +227,15 @@ export class DDPClient extends Emitter<ClientEvents> {
     this.methods({ [method.name]: stub as Stub });
   }
 
-  /** Calls a method; see {@link apply}. A definition from `defineMethod` types the parameters and the result. */
+  /**
+   * Calls a method; see {@link apply}. A definition from `defineMethod` types the parameters and the result.
+   * A function after the parameters is Meteor's callback: it gets `(error, result)` as well.
+   */
   call<D extends MethodDefinition>(method: D, ...params: InputsOf<D>): Promise<ResultOf<D>>;
   call<Result = unknown>(method: string, ...params: unknown[]): Promise<Result>;
   call(method: string | MethodDefinition, ...params: unknown[]): Promise<unknown> {
-    return this.invoke(typeof method === 'string' ? method : method.name, params, {});
+    const callback = takeMethodCallback(params);
+    return reportTo(this.invoke(typeof method === 'string' ? method : method.name, params, {}), callback);
   }
 
   /**
@@ -238,12 +243,14 @@ export class DDPClient extends Emitter<ClientEvents> {
    * it, now or on the next connection, in call order. Resolves with its result
    * once the server has also reported its writes done (`updated`) and they are
    * in the store; rejects with a DDPError. Called from inside a stub, it only
-   * runs the other method's stub and resolves with what that returns.
+   * runs the other method's stub and resolves with what that returns. A callback, after the options or in
+   * their place, gets `(error, result)` as well (Meteor's).
    */
-  apply<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions): Promise<ResultOf<D>>;
-  apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions): Promise<Result>;
-  apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions = {}): Promise<unknown> {
-    return this.invoke(typeof method === 'string' ? method : method.name, params, options);
+  apply<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions | MethodCallback, callback?: MethodCallback): Promise<ResultOf<D>>;
+  apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions | MethodCallback, callback?: MethodCallback): Promise<Result>;
+  apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions | MethodCallback = {}, callback?: MethodCallback): Promise<unknown> {
+    if (typeof options === 'function') [options, callback] = [{}, options];
+    return reportTo(this.invoke(typeof method === 'string' ? method : method.name, params, options), callback);
   }
 
   /**
@@ -256,12 +263,17 @@ export class DDPClient extends Emitter<ClientEvents> {
     return this.reconnectHooks.add(callback);
   }
 
-  /** Subscribes to a publication, now or on the next connection. */
+  /**
+   * Subscribes to a publication, now or on the next connection. After the parameters, Meteor's callbacks
+   * may follow: a function (onReady) or `{ onReady, onStop, onError }`.
+   */
   subscribe<D extends PublicationDefinition>(publication: D, ...params: InputsOf<D>): Subscription;
   subscribe(name: string, ...params: unknown[]): Subscription;
   subscribe(publication: string | PublicationDefinition, ...params: unknown[]): Subscription {
     const name = typeof publication === 'string' ? publication : publication.name;
+    const callbacks = takeSubscriptionCallbacks(params);
     const subscription = this.subscriptions.create(name, params.map(clone));
+    listen(subscription, callbacks);
     if (this.currentStatus === 'connected') this.sendSubscription(subscription);
     return subscription;
   }
