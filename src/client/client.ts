@@ -388,8 +388,11 @@ export class DDPClient extends Emitter<ClientEvents> {
     for (const id of this.pendingUnsubs) this.connection?.send({ msg: 'unsub', id });
     this.pendingUnsubs.clear();
     this.sendMethods();
-    // Subscriptions not yet ready may have been lost on the way; the server ignores repeated ids.
-    for (const subscription of this.subscriptions.all()) if (!subscription.isReady) this.sendSubscription(subscription);
+    // Subscriptions not yet ready on this session (a fresh session's re-sent ones included) may have been lost
+    // on the way; the server ignores repeated ids.
+    for (const subscription of this.subscriptions.all()) {
+      if (!subscription.isReady || this.quiescence?.awaits(subscription.id)) this.sendSubscription(subscription);
+    }
     for (const id of this.abandoned.splice(0)) this.store.release(id);
   }
 
