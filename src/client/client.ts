@@ -21,7 +21,7 @@ import { defaultHotCodePush, reloadPage, watchVersion, type HotCodePush } from '
 import type { LocalCollection } from './local-collection.js';
 import { listen, reportTo, takeMethodCallback, takeSubscriptionCallbacks, type MethodCallback } from './meteor-callbacks.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
-import { checkClientOptionNames } from './option-names.js';
+import { checkClientOptionNames, checkMethodOptionNames } from './option-names.js';
 import { Quiescence, type DataMessage } from './quiescence.js';
 import { LocalStore } from './store.js';
 import { Simulation, type Stub, type StubInvocation } from './stubs.js';
@@ -250,6 +250,7 @@ export class DDPClient extends Emitter<ClientEvents> {
   apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions | MethodCallback, callback?: MethodCallback): Promise<Result>;
   apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions | MethodCallback = {}, callback?: MethodCallback): Promise<unknown> {
     if (typeof options === 'function') [options, callback] = [{}, options];
+    checkMethodOptionNames(options);
     return reportTo(this.invoke(typeof method === 'string' ? method : method.name, params, options), callback);
   }
 
