@@ -116,13 +116,17 @@ export class MethodTracker {
   result(message: ResultMessage): void {
     const invocation = this.invocations.get(message.id);
     if (!invocation || invocation.outcome) return;
-    const outcome: Outcome = message.error ? { error: DDPError.fromJSON(message.error) } : { result: message.result };
+    this.receive(invocation, message.error ? { error: DDPError.fromJSON(message.error) } : { result: message.result });
+    this.finishIfDone(invocation);
+  }
+
+  /** The call's outcome is known: onResultReceived hears it, a noRetry call's failure included (as in Meteor). */
+  private receive(invocation: Invocation, outcome: Outcome): void {
     invocation.outcome = outcome;
     const { onResultReceived } = invocation.options;
     if (onResultReceived) {
       callSafely(() => ('error' in outcome ? onResultReceived(outcome.error) : onResultReceived(undefined, outcome.result)));
     }
-    this.finishIfDone(invocation);
   }
 
   /** Its `updated` arrived; {@link dataVisible} follows once its data is on screen. */
@@ -148,7 +152,9 @@ export class MethodTracker {
     for (const invocation of this.invocations.values()) {
       if (invocation.sent && !invocation.outcome && invocation.noRetry) {
         failed.push(invocation.message.id);
-        this.finish(invocation, { error: ClientErrors.invocationFailed({ name: invocation.message.method }) });
+        const outcome = { error: ClientErrors.invocationFailed({ name: invocation.message.method }) };
+        this.receive(invocation, outcome);
+        this.finish(invocation, outcome);
       }
       invocation.sent = false;
     }
