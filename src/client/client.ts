@@ -330,7 +330,10 @@ export class DDPClient extends Emitter<ClientEvents> {
 
   private stubFailed(method: string, error: unknown): void {
     const message = error instanceof Error ? error.message : String(error);
-    this.emit('error', new Error(`Exception while simulating the effect of invoking '${method}': ${message}`, { cause: error }));
+    const failure = new Error(`Exception while simulating the effect of invoking '${method}': ${message}`, { cause: error });
+    // With nobody listening it would go unnoticed: logged, as Meteor logs it, with the stub's own stack.
+    if (this.listens('error')) this.emit('error', failure);
+    else console.error(failure.message, error);
   }
 
   private setStatus(status: ClientStatus): void {
