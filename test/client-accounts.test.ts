@@ -63,6 +63,22 @@ describe('AccountsClient', () => {
     });
   }
 
+  it('says loggingIn() while a password login or a sign-up is in flight, as Meteor does, not only while resuming', async () => {
+    const client = new DDPClient(t.url);
+    clients.push(client);
+    const login = new AccountsClient(client);
+    const signingUp = login.createUser({ username: 'in-flight', password: 'pw' });
+    assert.equal(login.loggingIn(), true, 'during createUser');
+    await signingUp;
+    assert.equal(login.loggingIn(), false);
+    const loggingIn = login.loginWithPassword('in-flight', 'pw');
+    assert.equal(login.loggingIn(), true, 'during loginWithPassword');
+    await loggingIn;
+    assert.equal(login.loggingIn(), false);
+    await assert.rejects(login.loginWithPassword('in-flight', 'wrong'));
+    assert.equal(login.loggingIn(), false, 'after a refused login');
+  });
+
   it('says logged out when another client sharing its storage (another tab) logged out', { timeout: 10000 }, async () => {
     const storage = new MapStorage();
     const [first, second] = [new DDPClient(t.url), new DDPClient(t.url)];

@@ -201,6 +201,25 @@ describe('method stubs and latency compensation', () => {
     client.disconnect();
   });
 
+  it('logs a throwing stub on the console when nothing listens to the error event, as Meteor does', async () => {
+    // It went unnoticed: the page's change never showed and nothing said why.
+    const logged: unknown[][] = [];
+    const consoleError = console.error;
+    console.error = (...args: unknown[]) => void logged.push(args);
+    try {
+      const call = client.call('broken');
+      assert.equal(logged.length, 1);
+      assert.match(String(logged[0]![0]), /simulating the effect of invoking 'broken': the stub failed/);
+      assert.match((logged[0]![1] as Error).stack ?? '', /the stub failed/, "the stub's error, with its stack");
+      await eventually(() => gates.count === 1, 'the gate');
+      gates.open();
+      assert.equal(await call, 'fine on the server');
+    } finally {
+      console.error = consoleError;
+      client.disconnect();
+    }
+  });
+
   it('removes nothing, in the stub and on the server, when the id is missing', async () => {
     await client.call('insertNow', 'still here');
     const before = tasks.size;

@@ -194,6 +194,16 @@ describe('allowed origins', () => {
     }
   });
 
+  it("lets a page of another origin import the browser client, which a module script needs CORS for", async () => {
+    // Chromium refused import('http://127.0.0.1:<port>/perseid/client.js') from http://localhost:5173 and from a listed origin.
+    for (const origin of ['http://localhost:5173', 'https://app.example.com', 'null']) {
+      const reply = await fetch(`${t.url}/perseid/client.js`, { headers: { Origin: origin } });
+      assert.equal(reply.status, 200, origin);
+      assert.equal(reply.headers.get('access-control-allow-origin'), '*', origin);
+      assert.equal(reply.headers.get('access-control-allow-credentials'), null, 'no credentials: it is public code');
+    }
+  });
+
   it('keeps working for clients that send no Origin', async () => {
     const peer = await RawPeer.connected(t.wsUrl);
     assert.equal((await peer.call('1', 'echo', ['hi'])).result.result, 'hi');

@@ -70,7 +70,8 @@ function userQuery(user: UserSelector): object {
 export class AccountsClient extends Emitter<AccountsClientEvents> {
   private readonly tokenKey: string;
   private readonly expiresKey: string;
-  private resuming = 0;
+  /** Login calls in flight (a stored token's included). */
+  private loggingInCalls = 0;
 
   constructor(
     private readonly client: DDPClient,
@@ -96,18 +97,18 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
     return id === null ? undefined : this.client.collection<ClientUser>('users').findOne(id);
   }
 
-  /** True while a stored token is being tried. */
+  /** True while a login is in flight: a stored token being tried, a password login, a sign-up (Meteor's loggingIn). */
   loggingIn(): boolean {
-    return this.resuming > 0;
+    return this.loggingInCalls > 0;
   }
 
-  async loginWithPassword(user: UserSelector, password: string): Promise<string> {
-    return this.login('login', [{ user: userQuery(user), password: await passwordDigest(password) }]);
+  loginWithPassword(user: UserSelector, password: string): Promise<string> {
+    return this.login('login', async () => [{ user: userQuery(user), password: await passwordDigest(password) }]);
   }
 
   /** Creates an account and logs in as it (unless the server forbids client sign-ups). */
-  async createUser(options: { username?: string; email?: string; password: string; profile?: object }): Promise<string> {
-    return this.login('createUser', [{ ...options, password: await passwordDigest(options.password) }]);
+  createUser(options: { username?: string; email?: string; password: string; profile?: object }): Promise<string> {
+    return this.login('createUser', async () => [{ ...options, password: await passwordDigest(options.password) }]);
   }
 
   /** Asks the server to mail a password reset link to `email` (Meteor's forgotPassword). */
@@ -119,13 +120,13 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
    * Sets a new password with the token of a reset or enrollment e-mail's link, and logs in with the token it gets
    * (the server ends every other login of the user).
    */
-  async resetPassword(token: string, newPassword: string): Promise<string> {
-    return this.login('resetPassword', [token, await passwordDigest(newPassword)]);
+  resetPassword(token: string, newPassword: string): Promise<string> {
+    return this.login('resetPassword', async () => [token, await passwordDigest(newPassword)]);
   }
 
   /** Marks the address a verification e-mail's link was for as verified, and logs in. */
   verifyEmail(token: string): Promise<string> {
-    return this.login('verifyEmail', [token]);
+    return this.login('verifyEmail', () => [token]);
   }
 
   /** Changes the logged-in user's password; their other logins end, this one stays. */
@@ -148,11 +149,17 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
     await this.client.call('removeOtherTokens');
   }
 
-  private async login(method: string, params: unknown[]): Promise<string> {
-    const reply = await this.client.apply<LoginReply>(method, params, { wait: true });
-    this.storeToken(reply);
-    this.loggedIn(reply.id);
-    return reply.id;
+  /** `params` is a function: loggingIn() is true from the call on, while the password is digested too. */
+  private async login(method: string, params: () => unknown[] | Promise<unknown[]>): Promise<string> {
+    this.loggingInCalls++;
+    try {
+      const reply = await this.client.apply<LoginReply>(method, await params(), { wait: true });
+      this.storeToken(reply);
+      this.loggedIn(reply.id);
+      return reply.id;
+    } finally {
+      this.loggingInCalls--;
+    }
   }
 
   private resume(): Promise<void> | undefined {
@@ -168,14 +175,14 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
       this.loggedOut();
       return undefined;
     }
-    this.resuming++;
+    this.loggingInCalls++;
     return this.client.apply<LoginReply>('login', [{ resume: token }], { wait: true }).then(
       (reply) => {
-        this.resuming--;
+        this.loggingInCalls--;
         this.loggedIn(reply.id);
       },
       (error: { error?: unknown }) => {
-        this.resuming--;
+        this.loggingInCalls--;
         // Refused (logged out elsewhere, expired): forget the token. A lost connection retries on reconnect.
         if (typeof error.error === 'number') this.loggedOut();
       },

@@ -19,7 +19,9 @@ import { isDocumentMessage, type Document } from './documents.js';
 import { Emitter, ListenerSet } from './emitter.js';
 import { defaultHotCodePush, reloadPage, watchVersion, type HotCodePush } from './hot-code-push.js';
 import type { LocalCollection } from './local-collection.js';
+import { listen, reportTo, takeMethodCallback, takeSubscriptionCallbacks, type MethodCallback } from './meteor-callbacks.js';
 import { MethodTracker, type MethodOptions } from './methods.js';
+import { checkClientOptionNames, checkMethodOptionNames } from './option-names.js';
 import { Quiescence, type DataMessage } from './quiescence.js';
 import { LocalStore } from './store.js';
 import { Simulation, type Stub, type StubInvocation } from './stubs.js';
@@ -121,6 +123,7 @@ export class DDPClient extends Emitter<ClientEvents> {
 
   constructor(url: string, options: DDPClientOptions = {}) {
     super();
+    checkClientOptionNames(options);
     this.url = toWebSocketUrl(url);
     const WebSocket = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (!WebSocket) {
@@ -224,11 +227,15 @@ export class DDPClient extends Emitter<ClientEvents> {
     this.methods({ [method.name]: stub as Stub });
   }
 
-  /** Calls a method; see {@link apply}. A definition from `defineMethod` types the parameters and the result. */
+  /**
+   * Calls a method; see {@link apply}. A definition from `defineMethod` types the parameters and the result.
+   * A function after the parameters is Meteor's callback: it gets `(error, result)` as well.
+   */
   call<D extends MethodDefinition>(method: D, ...params: InputsOf<D>): Promise<ResultOf<D>>;
   call<Result = unknown>(method: string, ...params: unknown[]): Promise<Result>;
   call(method: string | MethodDefinition, ...params: unknown[]): Promise<unknown> {
-    return this.invoke(typeof method === 'string' ? method : method.name, params, {});
+    const callback = takeMethodCallback(params);
+    return reportTo(this.invoke(typeof method === 'string' ? method : method.name, params, {}), callback);
   }
 
   /**
@@ -236,12 +243,15 @@ export class DDPClient extends Emitter<ClientEvents> {
    * it, now or on the next connection, in call order. Resolves with its result
    * once the server has also reported its writes done (`updated`) and they are
    * in the store; rejects with a DDPError. Called from inside a stub, it only
-   * runs the other method's stub and resolves with what that returns.
+   * runs the other method's stub and resolves with what that returns. A callback, after the options or in
+   * their place, gets `(error, result)` as well (Meteor's).
    */
-  apply<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions): Promise<ResultOf<D>>;
-  apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions): Promise<Result>;
-  apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions = {}): Promise<unknown> {
-    return this.invoke(typeof method === 'string' ? method : method.name, params, options);
+  apply<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions | MethodCallback, callback?: MethodCallback): Promise<ResultOf<D>>;
+  apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions | MethodCallback, callback?: MethodCallback): Promise<Result>;
+  apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions | MethodCallback = {}, callback?: MethodCallback): Promise<unknown> {
+    if (typeof options === 'function') [options, callback] = [{}, options];
+    checkMethodOptionNames(options);
+    return reportTo(this.invoke(typeof method === 'string' ? method : method.name, params, options), callback);
   }
 
   /**
@@ -254,12 +264,17 @@ export class DDPClient extends Emitter<ClientEvents> {
     return this.reconnectHooks.add(callback);
   }
 
-  /** Subscribes to a publication, now or on the next connection. */
+  /**
+   * Subscribes to a publication, now or on the next connection. After the parameters, Meteor's callbacks
+   * may follow: a function (onReady) or `{ onReady, onStop, onError }`.
+   */
   subscribe<D extends PublicationDefinition>(publication: D, ...params: InputsOf<D>): Subscription;
   subscribe(name: string, ...params: unknown[]): Subscription;
   subscribe(publication: string | PublicationDefinition, ...params: unknown[]): Subscription {
     const name = typeof publication === 'string' ? publication : publication.name;
+    const callbacks = takeSubscriptionCallbacks(params);
     const subscription = this.subscriptions.create(name, params.map(clone));
+    listen(subscription, callbacks);
     if (this.currentStatus === 'connected') this.sendSubscription(subscription);
     return subscription;
   }
@@ -315,7 +330,10 @@ export class DDPClient extends Emitter<ClientEvents> {
 
   private stubFailed(method: string, error: unknown): void {
     const message = error instanceof Error ? error.message : String(error);
-    this.emit('error', new Error(`Exception while simulating the effect of invoking '${method}': ${message}`, { cause: error }));
+    const failure = new Error(`Exception while simulating the effect of invoking '${method}': ${message}`, { cause: error });
+    // With nobody listening it would go unnoticed: logged, as Meteor logs it, with the stub's own stack.
+    if (this.listens('error')) this.emit('error', failure);
+    else console.error(failure.message, error);
   }
 
   private setStatus(status: ClientStatus): void {
@@ -374,8 +392,11 @@ export class DDPClient extends Emitter<ClientEvents> {
     for (const id of this.pendingUnsubs) this.connection?.send({ msg: 'unsub', id });
     this.pendingUnsubs.clear();
     this.sendMethods();
-    // Subscriptions not yet ready may have been lost on the way; the server ignores repeated ids.
-    for (const subscription of this.subscriptions.all()) if (!subscription.isReady) this.sendSubscription(subscription);
+    // Subscriptions not yet ready on this session (a fresh session's re-sent ones included) may have been lost
+    // on the way; the server ignores repeated ids.
+    for (const subscription of this.subscriptions.all()) {
+      if (!subscription.isReady || this.quiescence?.awaits(subscription.id)) this.sendSubscription(subscription);
+    }
     for (const id of this.abandoned.splice(0)) this.store.release(id);
   }
 
@@ -480,6 +501,8 @@ export class DDPClient extends Emitter<ClientEvents> {
       case 'ready':
       case 'nosub':
       case 'updated':
+        // Known at once, held or not: a call sent again to a resumed session gets no second `updated`.
+        if (message.msg === 'updated') for (const id of message.methods) this.calls.updateArrived(id);
         if (!this.quiescence) {
           this.applyData(message);
           break;

@@ -40,6 +40,10 @@ export class ListenerSet<A extends unknown[]> {
   clear(): void {
     this.listeners.clear();
   }
+
+  get size(): number {
+    return this.listeners.size;
+  }
 }
 
 /** Named events, each with its own argument list: `Emitter<{ ready: [id: string] }>`. */
@@ -59,6 +63,10 @@ export class Emitter<Events extends Record<keyof Events, unknown[]>> {
       listener(...args);
     });
     return off;
+  }
+
+  protected listens(event: keyof Events): boolean {
+    return (this.sets[event]?.size ?? 0) > 0;
   }
 
   protected emit<K extends keyof Events>(event: K, ...args: Events[K]): void {

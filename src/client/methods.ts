@@ -47,6 +47,8 @@ interface Invocation {
   /** Sent on the current connection (false again once that connection is lost). */
   sent: boolean;
   outcome?: Outcome;
+  /** Its `updated` arrived (on this session). */
+  updated: boolean;
   /** Its `updated` arrived and the server's data it wrote is on screen. */
   dataVisible: boolean;
   finished: boolean;
@@ -78,6 +80,7 @@ export class MethodTracker {
       wait,
       settle: deferred(),
       sent: false,
+      updated: false,
       dataVisible: false,
       finished: false,
     };
@@ -95,12 +98,15 @@ export class MethodTracker {
     return first.calls.filter((call) => !call.sent && !call.outcome && !call.finished).map((call) => call.message);
   }
 
-  /** Marks a call sent; true when it is a `wait` call (its data then blocks the rest). */
+  /**
+   * Marks a call sent; true when it is a `wait` call whose `updated` is still to come (its data then blocks
+   * the rest). One sent again to a resumed session that already had its `updated` gets none again.
+   */
   markSent(id: string): boolean {
     const invocation = this.invocations.get(id);
     if (!invocation) return false;
     invocation.sent = true;
-    return invocation.wait;
+    return invocation.wait && !invocation.updated;
   }
 
   isSent(id: string): boolean {
@@ -110,13 +116,23 @@ export class MethodTracker {
   result(message: ResultMessage): void {
     const invocation = this.invocations.get(message.id);
     if (!invocation || invocation.outcome) return;
-    const outcome: Outcome = message.error ? { error: DDPError.fromJSON(message.error) } : { result: message.result };
+    this.receive(invocation, message.error ? { error: DDPError.fromJSON(message.error) } : { result: message.result });
+    this.finishIfDone(invocation);
+  }
+
+  /** The call's outcome is known: onResultReceived hears it, a noRetry call's failure included (as in Meteor). */
+  private receive(invocation: Invocation, outcome: Outcome): void {
     invocation.outcome = outcome;
     const { onResultReceived } = invocation.options;
     if (onResultReceived) {
       callSafely(() => ('error' in outcome ? onResultReceived(outcome.error) : onResultReceived(undefined, outcome.result)));
     }
-    this.finishIfDone(invocation);
+  }
+
+  /** Its `updated` arrived; {@link dataVisible} follows once its data is on screen. */
+  updateArrived(id: string): void {
+    const invocation = this.invocations.get(id);
+    if (invocation) invocation.updated = true;
   }
 
   dataVisible(id: string): void {
@@ -136,7 +152,9 @@ export class MethodTracker {
     for (const invocation of this.invocations.values()) {
       if (invocation.sent && !invocation.outcome && invocation.noRetry) {
         failed.push(invocation.message.id);
-        this.finish(invocation, { error: ClientErrors.invocationFailed({ name: invocation.message.method }) });
+        const outcome = { error: ClientErrors.invocationFailed({ name: invocation.message.method }) };
+        this.receive(invocation, outcome);
+        this.finish(invocation, outcome);
       }
       invocation.sent = false;
     }
@@ -152,7 +170,7 @@ export class MethodTracker {
   newSession(): string[] {
     const orphans: string[] = [];
     for (const invocation of this.invocations.values()) {
-      if (!invocation.outcome) invocation.dataVisible = false;
+      if (!invocation.outcome) invocation.updated = invocation.dataVisible = false;
       else if (!invocation.dataVisible) orphans.push(invocation.message.id);
     }
     return orphans;

@@ -56,6 +56,11 @@ export class Quiescence {
     this.methods.add(id);
   }
 
+  /** Whether this subscription's `ready` is still awaited. */
+  awaits(subscriptionId: string): boolean {
+    return this.subscriptions.has(subscriptionId);
+  }
+
   /** A subscription the application stopped is no longer waited for. */
   forgetSubscription(id: string): void {
     this.subscriptions.delete(id);

@@ -174,7 +174,9 @@ export class HttpRoutes {
   private sendClientBundle(res: ServerResponse): void {
     (this.clientBundle ??= readFile(fileURLToPath(CLIENT_BUNDLE))).then(
       (body) => {
-        res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache' });
+        // Any page may load it: a module script from another origin (a dev server on another port, an allowed
+        // origin) is refused by the browser without this header. It is public code and sent without credentials.
+        res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', 'access-control-allow-origin': '*' });
         res.end(body);
       },
       () => {
