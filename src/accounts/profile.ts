@@ -5,22 +5,12 @@
  * any depth, so the same sign-up was stored on the embedded store and on
  * mongo-java-server but failed there with 500 "Internal server error".
  */
+import { refusedKey } from '../data/refused-key.js';
 import { EJSON } from '../ddp/ejson.js';
 import { AccountsErrors } from './errors.js';
 
 /** A profile is a name, a picture's URL, a few settings. */
 export const MAX_PROFILE_BYTES = 16 * 1024;
-
-/** The first key under `value` that a MongoDB-wire store may refuse, if any. */
-function refusedKey(value: unknown): string | undefined {
-  if (typeof value !== 'object' || value === null || value instanceof Date || value instanceof Uint8Array) return undefined;
-  for (const [key, inner] of Object.entries(value)) {
-    if (!Array.isArray(value) && (key.startsWith('$') || key.includes('.'))) return key;
-    const found = refusedKey(inner);
-    if (found !== undefined) return found;
-  }
-  return undefined;
-}
 
 /** Throws the error a client gets for a profile it may not store. */
 export function checkProfile(profile: unknown, maxBytes: number): void {

@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { inspect } from 'node:util';
 import type { LeaseFactory } from '../coordination/lease.js';
+import { refusedKey } from '../data/refused-key.js';
 import type { Logger } from '../log.js';
 import type { JobDefinition } from './definitions.js';
 import { timedOut } from './errors.js';
@@ -202,17 +203,6 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
  */
 const MAX_RESULT_BYTES = 1024 * 1024;
 
-/** A key MongoDB may refuse to store (FerretDB and MongoDB before 5.0 do): the run's end could then never be written. */
-function badKey(value: unknown): string | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  for (const [key, inner] of Object.entries(value)) {
-    if (!Array.isArray(value) && (key.includes('.') || key.startsWith('$'))) return key;
-    const found = badKey(inner);
-    if (found !== undefined) return found;
-  }
-  return undefined;
-}
-
 /**
  * What a history record can keep of a job's return value: plain data, not functions or class instances the store
  * cannot hold, of at most MAX_RESULT_BYTES as JSON (else nothing, and its size), with keys every database stores
@@ -231,6 +221,7 @@ function storable(value: unknown): { value?: unknown; tooLarge?: number; badKey?
   if (bytes > MAX_RESULT_BYTES) return { tooLarge: bytes };
   if (typeof value !== 'object') return { value };
   const plain = JSON.parse(json) as unknown;
-  const key = badKey(plain);
+  // A key the store refuses would leave the run's end unwritable.
+  const key = refusedKey(plain);
   return key === undefined ? { value: plain } : { badKey: key };
 }
