@@ -90,6 +90,38 @@ describe("a balancing cluster's /metrics", { skip }, () => {
     assert.equal(text.match(/^# TYPE perseid_server_sessions gauge$/gm)?.length, 1);
   });
 
+  it('lists the method calls per second of a server running workers', async () => {
+    // A workers' primary announces for its workers: their calls per second summed, not none.
+    const workers = await member({ MONGO_URL: database.url, REDIS_URL: redis! }, ['--workers', '1']);
+    const client = new SimpleDDP({ endpoint: `${workers.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: PassedOnWebSocket, reconnectInterval: 100 });
+    try {
+      await client.connect();
+      let id: string | undefined;
+      await eventually(
+        async () => {
+          const stats = (await (await fetch(`${balancer.url}/perseid/stats`)).json()) as { cluster?: { servers: Array<{ id: string; url: string }> } };
+          id = stats.cluster?.servers.find((s) => s.url === workers.url)?.id;
+          return id !== undefined;
+        },
+        'the balancer to see the server running workers',
+        15000,
+      );
+      // Calls keep coming until its primary announces a window that had some (it said 0 whatever its workers did).
+      await eventually(
+        async () => {
+          await Promise.all(Array.from({ length: 5 }, () => client.call('whoami')));
+          const text = await (await fetch(`${balancer.url}/metrics`)).text();
+          return (seriesValue(text, `perseid_server_methods_per_second{server="${id}"}`) ?? 0) > 0;
+        },
+        'the balancer to list the method calls of the server running workers',
+        15000,
+      );
+    } finally {
+      await client.disconnect().catch(() => undefined);
+      await workers.stop();
+    }
+  });
+
   it('lists a server of an older version, which announced no memory nor method times, with numbers', async () => {
     // The entry format of the first clustered release: sessions, lag and CPU only.
     const old = new Redis(redis!);
