@@ -148,6 +148,9 @@ export function adviceLines(advice: IndexAdvice[]): string[] {
   ]);
 }
 
+/** Which worker a trace or an error comes from, on a workers' primary. */
+const onWorkerText = (item: { worker?: string }) => (item.worker === undefined ? '' : ` (worker ${item.worker})`);
+
 export function topScreen(v: DashboardView): string {
   const out: string[] = [`perseid top · ${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
   out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'delay max ms (1 min)', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker === 'primary' ? 'primary' : p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(p.lagMax), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
@@ -172,10 +175,10 @@ export function topScreen(v: DashboardView): string {
     `Traffic: new sessions ${counts(tr.sessionsOpened)}; in ${tr.messagesIn} messages, ${f(tr.charactersIn / 1024)} KB; out ${tr.messagesOut} messages, ${f(tr.bytesOut / 1024)} KB; compression ${tr.compressionRatio === null ? 'none' : `${f(100 * tr.compressionRatio, 0)} % of the original`}`,
   );
   out.push('', 'Slowest calls [w=wait d=db a=async c=compute]');
-  out.push(...table(['call', 'total ms', 'breakdown', 'waitedOn'], v.traces.slice(0, 8).map((t) => [`${t.kind} ${t.name}`, f(t.total), `[${bar(t as unknown as Record<string, number>, t.total)}]`, f(t.waitedOn)])));
+  out.push(...table(['call', 'total ms', 'breakdown', 'waitedOn'], v.traces.slice(0, 8).map((t) => [`${t.kind} ${t.name}${onWorkerText(t)}`, f(t.total), `[${bar(t as unknown as Record<string, number>, t.total)}]`, f(t.waitedOn)])));
   if (v.errors.length) {
     out.push('', 'Recent errors');
-    for (const e of v.errors.slice(0, 5)) out.push(`  ${e.count}× ${e.kind} ${e.name}: ${e.message}`);
+    for (const e of v.errors.slice(0, 5)) out.push(`  ${e.count}× ${e.kind} ${e.name}${onWorkerText(e)}: ${e.message}`);
   }
   out.push('', 'Index advice', ...adviceLines(v.advice).slice(0, 9).map((l) => `  ${l}`));
   out.push('', 'Capacity', ...capacityLines(v.capacity).map((l) => `  ${l}`));

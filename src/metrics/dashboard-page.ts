@@ -59,6 +59,8 @@ function timeline(trace) {
   return el('details', { 'data-key': trace.kind + ' ' + trace.name + ' ' + trace.at }, el('summary', null, trace.events.length + ' events'),
     el('ol', null, ...trace.events.map((e) => el('li', null, '+' + fmt(e.at) + ' ms ' + e.type + ' ' + fmt(e.duration) + ' ms' + (e.collection ? ' ' + e.op + ' ' + e.collection : '') + (e.shape ? ' ' + e.shape : '') + (e.docs !== undefined ? ' (' + e.docs + ' docs)' : '') + (e.message ? ' ' + e.message : '')))));
 }
+// Which worker a trace or an error comes from, on a workers' primary.
+const onWorker = (item) => (item.worker === undefined ? '' : ' (worker ' + item.worker + ')');
 const state = { history: [] };
 let token = sessionStorage.getItem('perseid-admin-token') || '';
 async function refresh() {
@@ -93,9 +95,9 @@ async function refresh() {
   table('t-shapes', ['collection', 'shape', 'ops', 'avg ms', 'returned', 'examined / returned', 'plan'],
     v.shapes.map((s) => [s.collection, s.shape, s.ops, fmt(s.avgMs, 2), s.returned, fmt(s.examinedPerReturned), s.plan || '–']));
   table('t-traces', ['', 'name', 'at', 'total ms', 'breakdown', 'wait', 'db', 'async', 'compute', 'waitedOn', 'timeline'],
-    v.traces.map((t) => [t.kind, t.name, new Date(t.at).toLocaleTimeString(), fmt(t.total), bar(t), fmt(t.wait), fmt(t.db), fmt(t.async), fmt(t.compute), fmt(t.waitedOn), timeline(t)]));
+    v.traces.map((t) => [t.kind, t.name + onWorker(t), new Date(t.at).toLocaleTimeString(), fmt(t.total), bar(t), fmt(t.wait), fmt(t.db), fmt(t.async), fmt(t.compute), fmt(t.waitedOn), timeline(t)]));
   table('t-errors', ['where', 'message', 'count', 'last', 'stack'],
-    v.errors.map((e) => [e.kind + ' ' + e.name, e.message + (e.clientError ? ' (sent to the client)' : ''), e.count, new Date(e.lastAt).toLocaleTimeString(), el('details', { 'data-key': e.kind + ' ' + e.name + ' ' + e.message }, el('summary', null, 'stack'), el('pre', null, e.stack || ''))]));
+    v.errors.map((e) => [e.kind + ' ' + e.name + onWorker(e), e.message + (e.clientError ? ' (sent to the client)' : ''), e.count, new Date(e.lastAt).toLocaleTimeString(), el('details', { 'data-key': e.kind + ' ' + e.name + onWorker(e) + ' ' + e.message }, el('summary', null, 'stack'), el('pre', null, e.stack || ''))]));
   table('t-advice', ['', 'collection', 'run this', 'why', 'cost'],
     v.advice.map((a) => [a.action, a.collection, el('code', null, a.line), a.reason + (a.shapes.length ? ' — ' + a.shapes.join('; ') : ''), a.cost ? (a.cost.docsExaminedPerSecond === null ? 'documents examined not reported by the database' : fmt(a.cost.docsExaminedPerSecond, 0) + ' docs examined/s') + ', ' + fmt(a.cost.avgMs, 2) + ' ms avg over ' + a.cost.ops + ' ops' : '']));
   const c = v.capacity;
