@@ -2,7 +2,8 @@
  * A balancing cluster's /metrics: two real servers (processes on loopback)
  * sharing a registry in a real Redis; the balancer's scrape lists every
  * server's summary (sessions, CPU, event-loop delay, memory, methods/s,
- * p95) labelled by its registry id, as each announced it.
+ * p95) labelled by its registry id, as each announced it; its dashboard and
+ * perseid top name the server they read, since their other figures are its own.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -11,6 +12,8 @@ import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
+import { topScreen } from '../src/cli/apm.js';
+import type { DashboardView } from '../src/metrics/dashboard-view.js';
 import { redisKeyPrefix } from '../src/redis-keys.js';
 import { freshDatabase } from './databases.js';
 import { seriesValue } from './helpers.js';
@@ -90,6 +93,17 @@ describe("a balancing cluster's /metrics", { skip }, () => {
     assert.equal(text.match(/^# TYPE perseid_server_sessions gauge$/gm)?.length, 1);
   });
 
+  it('perseid top and the dashboard name the server they read, whose figures they are', async () => {
+    await eventually(async () => ((await (await fetch(`${balancer.url}/perseid/dashboard.json`)).json()) as DashboardView).servers.length >= 2, 'the balancer to list both servers', 10000);
+    const view = (await (await fetch(`${balancer.url}/perseid/dashboard.json`)).json()) as DashboardView;
+    const stats = (await (await fetch(`${balancer.url}/perseid/stats`)).json()) as { cluster: { id: string } };
+    assert.equal(view.server, stats.cluster.id);
+    const screen = topScreen(view);
+    assert.match(screen.split('\n')[0]!, new RegExp(`^perseid top · server ${view.server} · `), screen);
+    assert.match(screen, new RegExp(`the other tables are server ${view.server}'s alone`), screen);
+    assert.match(screen, new RegExp(`^${view.server} \\(this one\\) `, 'm'), screen);
+  });
+
   it('lists the method calls per second of a server running workers', async () => {
     // A workers' primary announces for its workers: their calls per second summed, not none.
     const workers = await member({ MONGO_URL: database.url, REDIS_URL: redis! }, ['--workers', '1']);
@@ -116,6 +130,8 @@ describe("a balancing cluster's /metrics", { skip }, () => {
         'the balancer to list the method calls of the server running workers',
         15000,
       );
+      // Its primary's dashboard names it too.
+      assert.equal(((await (await fetch(`${workers.url}/perseid/dashboard.json`)).json()) as DashboardView).server, id);
     } finally {
       await client.disconnect().catch(() => undefined);
       await workers.stop();

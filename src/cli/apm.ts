@@ -25,7 +25,9 @@ export const topCommand: CommandSpec = {
     interval: { type: 'string', default: '2000', value: '<ms>', help: 'Refresh every this many milliseconds' },
     once: { type: 'boolean', help: 'Print once and exit' },
   },
-  details: 'Ctrl-C stops. The figures are those of /perseid/dashboard (recent window: the last 30 to 60 s).',
+  details:
+    'Ctrl-C stops. The figures are those of /perseid/dashboard (recent window: the last 30 to 60 s): of the server read, all its workers together;\n' +
+    "in a cluster, that server's alone (named at the top), with every server's load under Servers.",
 };
 
 export const adviseCommand: CommandSpec = {
@@ -152,11 +154,12 @@ export function adviceLines(advice: IndexAdvice[]): string[] {
 const onWorkerText = (item: { worker?: string }) => (item.worker === undefined ? '' : ` (worker ${item.worker})`);
 
 export function topScreen(v: DashboardView): string {
-  const out: string[] = [`perseid top · ${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
+  const out: string[] = [`perseid top · ${v.server === undefined ? '' : `server ${v.server} · `}${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
   out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'delay max ms (1 min)', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker === 'primary' ? 'primary' : p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(p.lagMax), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
   if (v.servers.length) {
-    out.push('', 'Servers');
-    out.push(...table(['server', 'sessions', 'CPU %', 'delay ms', 'RSS MB', 'methods/s', 'p95 ms'], v.servers.map((s) => [s.server, s.sessions, f(s.cpuPercent), f(s.lagMs), f(s.memoryMb, 0), f(s.methodsPerSec), f(s.methodP95Ms)])));
+    // In a cluster, every table but this one is the server read, not the cluster: say so, and which row it is.
+    out.push('', v.server === undefined ? 'Servers' : `Servers (the cluster, as its registry last heard; the other tables are server ${v.server}'s alone)`);
+    out.push(...table(['server', 'sessions', 'CPU %', 'delay ms', 'RSS MB', 'methods/s', 'p95 ms'], v.servers.map((s) => [s.server === v.server ? `${s.server} (this one)` : s.server, s.sessions, f(s.cpuPercent), f(s.lagMs), f(s.memoryMb, 0), f(s.methodsPerSec), f(s.methodP95Ms)])));
   }
   out.push('', 'Methods (/s and percentiles: the last 30 to 60 s; calls, errors and mean ms of wait to waitedOn: since start)');
   out.push(...table(['method', 'calls', 'errors', '/s', 'p50', 'p95', 'p99', 'wait', 'db', 'async', 'compute', 'waitedOn'], v.methods.slice(0, 15).map((m) => [m.name, m.calls, m.errors, f(m.rate, 2), f(m.p50), f(m.p95), f(m.p99), f(m.breakdown.wait), f(m.breakdown.db), f(m.breakdown.async), f(m.breakdown.compute), f(m.breakdown.waitedOn)])));

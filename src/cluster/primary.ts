@@ -205,6 +205,7 @@ export class Primary {
     merged.primary = apm.ownFigures();
     // Its workers, then (in a cluster) every server of it as the cluster's registry has them.
     merged.servers = [...this.pool.ready.map((w) => serverSummary(`worker-${w.id}`, w.load)), ...(this.router?.serverSummaries() ?? [])];
+    if (this.router) merged.server = this.router.id;
     return merged;
   }
 

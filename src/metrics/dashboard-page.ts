@@ -74,7 +74,7 @@ async function refresh() {
   $('login').hidden = true;
   const v = await res.json();
   Object.assign(state, v);
-  $('status').textContent = 'updated ' + new Date(v.at).toLocaleTimeString() + ' · ' + v.processes.length + ' process' + (v.processes.length > 1 ? 'es' : '');
+  $('status').textContent = (v.server === undefined ? '' : 'server ' + v.server + ' (its own figures; every server\'s load under Servers) · ') + 'updated ' + new Date(v.at).toLocaleTimeString() + ' · ' + v.processes.length + ' process' + (v.processes.length > 1 ? 'es' : '');
   chart('c-throughput', 'Throughput (per second)', [{ label: 'methods', value: (p) => p.methodsPerSec }, { label: 'subs', value: (p) => p.subsPerSec }, { label: 'messages in', value: (p) => p.messagesInPerSec }]);
   chart('c-latency', 'Method time (ms)', [{ label: 'p50', value: (p) => p.methodP50 }, { label: 'p95', value: (p) => p.methodP95 }, { label: 'p99', value: (p) => p.methodP99 }]);
   chart('c-ready', 'Sub ready p95 (ms) and documents read by live queries (/s)', [{ label: 'ready p95 ms', value: (p) => p.readyP95 }, { label: 'docs read/s', value: (p) => p.docsReadPerSec, scale: 'y2' }]);
@@ -111,7 +111,7 @@ async function refresh() {
   table('t-processes', ['worker', 'pid', 'CPU %', 'RSS MB', 'heap MB', 'loop delay p99 ms', 'loop delay max ms (1 min)', 'loop busy', 'GC ms', 'sessions'],
     v.processes.map((p) => [p.worker ?? '–', p.pid, fmt(p.cpu), fmt(p.rssMb, 0), fmt(p.heapMb, 0), fmt(p.lagP99), fmt(p.lagMax), fmt(100 * p.utilization, 0) + ' %', fmt(p.gcMs), p.sessions]));
   if (v.servers.length) table('t-servers', ['server', 'sessions', 'CPU %', 'loop delay ms', 'RSS MB', 'methods/s', 'method p95 ms'],
-    v.servers.map((s) => [s.server, s.sessions, fmt(s.cpuPercent), fmt(s.lagMs), fmt(s.memoryMb, 0), fmt(s.methodsPerSec, 1), fmt(s.methodP95Ms)]));
+    v.servers.map((s) => [s.server === v.server ? s.server + ' (this one)' : s.server, s.sessions, fmt(s.cpuPercent), fmt(s.lagMs), fmt(s.memoryMb, 0), fmt(s.methodsPerSec, 1), fmt(s.methodP95Ms)]));
   else $('t-servers').replaceChildren(el('p', { className: 'none' }, 'not a cluster balancer or a workers\' primary'));
 }
 $('login').addEventListener('submit', (e) => { e.preventDefault(); token = $('token').value.trim(); sessionStorage.setItem('perseid-admin-token', token); refresh(); });

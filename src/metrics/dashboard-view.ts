@@ -77,6 +77,8 @@ export interface DashboardView {
   processes: ProcessRow[];
   /** Every server's load, when the process balances a cluster or is a workers' primary. */
   servers: ServerSummary[];
+  /** The server read, when it is a cluster's member: every other figure is its own (its workers'), not the cluster's. */
+  server?: string;
   traffic: TrafficRow;
   history: HistoryPoint[];
   methods: MethodRow[];
@@ -310,6 +312,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
     capacity: capacityFor(snapshot, target),
   };
   if (snapshot.jobs !== undefined) view.jobs = snapshot.jobs;
+  if (snapshot.server !== undefined) view.server = snapshot.server;
   return view;
 }
 

@@ -17,6 +17,8 @@ export interface RoutedTarget extends Target {
 }
 
 export interface ConnectionRouter {
+  /** This server's id in the cluster's registry (the `server` its summary is listed under). */
+  readonly id: string;
   /** The SockJS base URL to pin a new SockJS client to, or undefined to keep it here. */
   sockjsBaseUrl(): string | undefined;
   /** Where to pass a WebSocket upgrade on to, or undefined to serve it here. */
