@@ -105,8 +105,8 @@ async function refresh() {
     [[c.sessions, c.users, fmt(c.cpuPer100Sessions), fmt(c.memoryMbPer100Sessions), fmt(c.cpuPer100Users), fmt(c.memoryMbPer100Users), fmt(c.eventLoopHeadroomPercent, 0) + ' %',
       c.plan ? (c.plan.instances === null ? 'unknown (no load to measure)' : c.plan.instances + ' instance(s) for ' + c.plan.sessions + ' sessions at ' + c.plan.cpuPercent + ' % CPU') : 'add ?sessions=N to plan', c.note || '']]);
   const jobs = v.jobs;
-  if (jobs && jobs.jobs) table('t-jobs', ['job', 'runs', 'succeeded', 'failed', 'running', 'queued', 'avg ms', 'last run', 'next run', 'last error'],
-    jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running, j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastError || '']));
+  if (jobs && jobs.jobs) table('t-jobs', ['job', 'runs', 'succeeded', 'failed', 'running', 'queued', 'avg ms', 'last run', 'next run', 'last failure'],
+    jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running, j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastFailedAt ? new Date(j.lastFailedAt).toLocaleTimeString() + ': ' + j.lastError : '']));
   else $('t-jobs').replaceChildren(el('p', { className: 'none' }, jobs && jobs.error ? 'jobs: ' + jobs.error : 'no jobs engine in this process'));
   table('t-processes', ['worker', 'pid', 'CPU %', 'RSS MB', 'heap MB', 'loop delay p99 ms', 'loop delay max ms (1 min)', 'loop busy', 'GC ms', 'sessions'],
     v.processes.map((p) => [p.worker ?? '–', p.pid, fmt(p.cpu), fmt(p.rssMb, 0), fmt(p.heapMb, 0), fmt(p.lagP99), fmt(p.lagMax), fmt(100 * p.utilization, 0) + ' %', fmt(p.gcMs), p.sessions]));
