@@ -2,10 +2,12 @@
  * A balancing cluster's /metrics: two real servers (processes on loopback)
  * sharing a registry in a real Redis; the balancer's scrape lists every
  * server's summary (sessions, CPU, event-loop delay, memory, methods/s,
- * p95) labelled by its registry id, as each announced it; its dashboard and
- * perseid top name the server they read, since their other figures are its own.
+ * p95) labelled by its registry id, as each announced it; its dashboard,
+ * perseid top, advise and capacity name the server they read, since their
+ * other figures are its own.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import SimpleDDP from 'simpleddp';
@@ -17,7 +19,7 @@ import type { DashboardView } from '../src/metrics/dashboard-view.js';
 import { redisKeyPrefix } from '../src/redis-keys.js';
 import { freshDatabase } from './databases.js';
 import { seriesValue } from './helpers.js';
-import { eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { CLI, eventually, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
@@ -93,7 +95,7 @@ describe("a balancing cluster's /metrics", { skip }, () => {
     assert.equal(text.match(/^# TYPE perseid_server_sessions gauge$/gm)?.length, 1);
   });
 
-  it('perseid top and the dashboard name the server they read, whose figures they are', async () => {
+  it('perseid top, advise, capacity and the dashboard name the server they read, whose figures they are', async () => {
     await eventually(async () => ((await (await fetch(`${balancer.url}/perseid/dashboard.json`)).json()) as DashboardView).servers.length >= 2, 'the balancer to list both servers', 10000);
     const view = (await (await fetch(`${balancer.url}/perseid/dashboard.json`)).json()) as DashboardView;
     const stats = (await (await fetch(`${balancer.url}/perseid/stats`)).json()) as { cluster: { id: string } };
@@ -102,6 +104,12 @@ describe("a balancing cluster's /metrics", { skip }, () => {
     assert.match(screen.split('\n')[0]!, new RegExp(`^perseid top · server ${view.server} · `), screen);
     assert.match(screen, new RegExp(`the other tables are server ${view.server}'s alone`), screen);
     assert.match(screen, new RegExp(`^${view.server} \\(this one\\) `, 'm'), screen);
+    // perseid advise and capacity too: "no query shape scans" was said of the server asked, not of the cluster.
+    for (const command of ['advise', 'capacity']) {
+      const run = spawnSync(process.execPath, [CLI, command, '--url', balancer.url], { encoding: 'utf8', timeout: 20000 });
+      assert.equal(run.status, 0, run.stderr);
+      assert.match(run.stdout.split('\n')[0]!, new RegExp(`^Server ${view.server} of a cluster: from .*, not the other servers' \\(ask each\\)\\.$`), run.stdout);
+    }
   });
 
   it('lists the method calls per second of a server running workers', async () => {

@@ -7,6 +7,7 @@
 import type { AdviceCost, IndexAdvice } from '../metrics/advisor.js';
 import type { CapacityReport } from '../metrics/capacity.js';
 import type { DashboardView } from '../metrics/dashboard-view.js';
+import { SERVER_HEADER } from '../server/connection-router.js';
 import { integerOption, UsageError, type CommandSpec, type OptionSpec, type Parsed } from './args.js';
 import { StartupError } from './startup-error.js';
 
@@ -64,7 +65,13 @@ const adviceFields: Expected = (body) => Array.isArray(body) && body.every((a) =
 /** The dashboard's own address, which `perseid start` logs and a browser shows, names the server too. */
 const DASHBOARD_PATH = /\/perseid\/dashboard\/*$/;
 
-async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): Promise<T> {
+/** An answer, and the server that gave it when it is a cluster's member. */
+interface Answer<T> {
+  body: T;
+  server: string | undefined;
+}
+
+async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): Promise<Answer<T>> {
   const base = String(parsed.values.url).replace(/\/+$/, '').replace(DASHBOARD_PATH, '');
   let url: URL;
   try {
@@ -102,7 +109,7 @@ async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): P
     body = undefined;
   }
   if (!expected(body)) throw new StartupError(`${asked} did not answer the figures this perseid reads: is it a Perseid server, of this version (use the perseid the server runs)?`);
-  return body as T;
+  return { body: body as T, server: res.headers.get(SERVER_HEADER) ?? undefined };
 }
 
 const f = (v: number | null | undefined, digits = 1) => (v === null || v === undefined || Number.isNaN(v) ? '–' : v.toFixed(digits));
@@ -118,6 +125,11 @@ function bar(parts: Record<string, number>, total: number, width = 20): string {
   let out = '';
   for (const [part, char] of [['wait', 'w'], ['db', 'd'], ['async', 'a'], ['compute', 'c']] as const) out += char.repeat(Math.round(((parts[part] ?? 0) / Math.max(total, 0.001)) * width));
   return out.padEnd(width, ' ').slice(0, width);
+}
+
+/** Says that a cluster's member answered for itself (`what` it measured), not for the cluster. */
+function clusterMemberLines(server: string | undefined, what: string): string[] {
+  return server === undefined ? [] : [`Server ${server} of a cluster: from ${what}, not the other servers' (ask each).`];
 }
 
 export function capacityLines(c: CapacityReport): string[] {
@@ -196,7 +208,7 @@ export function topScreen(v: DashboardView): string {
 export async function runTop(parsed: Parsed): Promise<number> {
   const interval = integerOption(parsed.values, 'interval', 200, 3600000)!;
   for (;;) {
-    const view = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json', dashboardFields);
+    const { body: view } = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json', dashboardFields);
     if (parsed.values.json) process.stdout.write(JSON.stringify(view) + '\n');
     else process.stdout.write((process.stdout.isTTY && !parsed.values.once ? '\x1b[2J\x1b[H' : '') + topScreen(view) + '\n');
     if (parsed.values.once) return 0;
@@ -205,8 +217,9 @@ export async function runTop(parsed: Parsed): Promise<number> {
 }
 
 export async function runAdvise(parsed: Parsed): Promise<number> {
-  const advice = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice', adviceFields);
-  process.stdout.write((parsed.values.json ? JSON.stringify(advice, null, 2) : adviceLines(advice).join('\n')) + '\n');
+  const { body: advice, server } = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice', adviceFields);
+  const lines = [...clusterMemberLines(server, 'the queries it ran'), ...adviceLines(advice)];
+  process.stdout.write((parsed.values.json ? JSON.stringify(advice, null, 2) : lines.join('\n')) + '\n');
   return 0;
 }
 
@@ -218,7 +231,8 @@ export async function runCapacity(parsed: Parsed): Promise<number> {
   query.set('cpu', String(cpu));
   if (parsed.values.memory !== undefined) query.set('memory', String(integerOption(parsed.values, 'memory', 1, 1e9)));
   if (parsed.values.sessions === undefined) query.delete('cpu');
-  const report = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`, capacityFields);
-  process.stdout.write((parsed.values.json ? JSON.stringify(report, null, 2) : capacityLines(report).join('\n')) + '\n');
+  const { body: report, server } = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`, capacityFields);
+  const lines = [...clusterMemberLines(server, 'its sessions and processes'), ...capacityLines(report)];
+  process.stdout.write((parsed.values.json ? JSON.stringify(report, null, 2) : lines.join('\n')) + '\n');
   return 0;
 }

@@ -9,6 +9,9 @@ import type { Target } from '../transport/proxy.js';
  */
 export const BALANCED_HEADER = 'x-perseid-balanced';
 
+/** Names a cluster's member in its operational answers: its advice and capacity are its own, not the cluster's. */
+export const SERVER_HEADER = 'x-perseid-server';
+
 export interface RoutedTarget extends Target {
   /** The key the target announced for connections passed on to it (absent from older servers). */
   passKey?: string;
