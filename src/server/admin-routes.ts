@@ -15,6 +15,7 @@ import { dashboardPage } from '../metrics/dashboard-page.js';
 import { dashboardView } from '../metrics/dashboard-view.js';
 import { PROMETHEUS_CONTENT_TYPE, prometheusText } from '../metrics/prometheus.js';
 import { adminRefusal, guardAdmin, type AdminAccess } from './admin-access.js';
+import { SERVER_HEADER } from './connection-router.js';
 
 /** Where the figures come from. */
 export type ApmSource = () => Promise<ApmSnapshot>;
@@ -27,8 +28,8 @@ export function isAdminPath(path: string): boolean {
   return PATHS.has(path);
 }
 
-function json(res: ServerResponse, body: unknown): void {
-  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+function json(res: ServerResponse, body: unknown, server: string | undefined): void {
+  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store', ...(server === undefined ? {} : { [SERVER_HEADER]: server }) });
   res.end(JSON.stringify(body));
 }
 
@@ -84,10 +85,10 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
         const text = await prometheusText(snapshot.reports, snapshot);
         res.writeHead(200, { 'content-type': PROMETHEUS_CONTENT_TYPE, 'cache-control': 'no-store' });
         res.end(text);
-      } else if (path === '/perseid/apm') json(res, snapshot);
-      else if (path === '/perseid/dashboard.json') json(res, dashboardView(snapshot, target));
-      else if (path === '/perseid/advice') json(res, adviceFor(snapshot));
-      else json(res, capacityFor(snapshot, target));
+      } else if (path === '/perseid/apm') json(res, snapshot, snapshot.server);
+      else if (path === '/perseid/dashboard.json') json(res, dashboardView(snapshot, target), snapshot.server);
+      else if (path === '/perseid/advice') json(res, adviceFor(snapshot), snapshot.server);
+      else json(res, capacityFor(snapshot, target), snapshot.server);
     },
     (error: unknown) => {
       res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
