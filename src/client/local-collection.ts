@@ -74,6 +74,11 @@ export class LocalCollection<T extends object = Document> {
     return this.find(passedSelector(args), { ...args[1], limit: 1 })[0];
   }
 
+  /** Meteor 3's name for findOne, for code shared with the server (the local copy answers at once). */
+  findOneAsync(...args: [selector?: LocalSelector<T>, options?: Omit<FindOptions, 'limit'>]): Promise<T | undefined> {
+    return settled(() => this.findOne(...args));
+  }
+
   /** A query to fetch, count and observe. */
   cursor(...args: [selector?: LocalSelector<T>, options?: FindOptions]): LocalCursor<T> {
     const changes = () => this.changeCount;
