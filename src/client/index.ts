@@ -5,7 +5,7 @@
  * shared: the server's own query code, on mingo's browser build).
  */
 export { DDPClient } from './client.js';
-export type { ClientEvents, ClientStatus, DDPClientOptions, DisconnectInfo } from './client.js';
+export type { ClientEvents, ClientStatus, DDPClientOptions, DisconnectInfo, MethodPromise } from './client.js';
 export type { MethodOptions } from './methods.js';
 export type { Stub, StubInvocation } from './stubs.js';
 // Typed contracts, defined once and imported by the server too (perseid's implement()).
