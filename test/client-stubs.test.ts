@@ -295,6 +295,23 @@ describe('method stubs and latency compensation', () => {
     client.disconnect();
   });
 
+  it('refuses the call of an async stub that throws after an await, with throwStubExceptions, and undoes its writes', async () => {
+    const id = await client.call<string>('insertNow', 'kept as it was');
+    client.methods({
+      async finish(taskId: string) {
+        await tasks.updateAsync(taskId, { $set: { text: 'half done' } });
+        await tasks.findOneAsync(taskId);
+        throw new DDPError('not-yours', 'Not your task');
+      },
+    });
+    const call = client.apply('finish', [id], { throwStubExceptions: true });
+    await assert.rejects(call, { error: 'not-yours' });
+    await assert.rejects(call.stubPromise, { error: 'not-yours' });
+    assert.equal(tasks.findOne(id)?.text, 'kept as it was');
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    assert.equal(gates.count, 0, 'the call was not sent');
+  });
+
   it('ends an async stub that awaits something else at the next task, reports it, and still calls the server', async () => {
     const errors: Error[] = [];
     client.on('error', (error) => errors.push(error));
