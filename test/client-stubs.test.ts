@@ -95,6 +95,12 @@ describe('method stubs and latency compensation', () => {
           await gates.pass();
           await Tasks.updateAsync(String(id), { $set: { done: true, by: 'server' } });
         },
+        markDone(text: unknown) {
+          return Tasks.updateAsync({ text: String(text) }, { $set: { done: true } }, { multi: true });
+        },
+        upsertTask(text: unknown) {
+          return Tasks.upsertAsync({ text: String(text) }, { $set: { done: true } });
+        },
         // Ungated, for other clients and for the test's own setup.
         insertNow(text: unknown) {
           return Tasks.insertAsync({ text: String(text), done: false });
@@ -331,6 +337,30 @@ describe('method stubs and latency compensation', () => {
     await new Promise((resolve) => setTimeout(resolve, 30));
     assert.deepEqual(tasks.findOne(id), { _id: id, text: 'slow stub', done: true, by: 'server' }, 'the late write was refused');
     client.disconnect();
+  });
+
+  it("upserts in a stub with Meteor's upsertAsync, and counts updates, as the server's methods do, with the same inserted _id", async () => {
+    // Method code shared with the server calls upsertAsync: the stub failed with 'upsertAsync is not a function'.
+    client.methods({
+      upsertTask(text: string) {
+        return tasks.upsertAsync({ text }, { $set: { done: true } });
+      },
+    });
+    for (const expectInsert of [true, false]) {
+      const call = client.call<{ numberAffected: number; insertedId?: string }>('upsertTask', 'upserted');
+      const [inStub, onServer] = await Promise.all([call.stubPromise, call]);
+      assert.deepEqual(inStub, onServer);
+      assert.equal(onServer.insertedId !== undefined, expectInsert);
+    }
+    assert.equal(tasks.find({ text: 'upserted' }).length, 1);
+    // An update counts the documents it matched, as the server does, whether or not they changed: it counted only changes.
+    client.methods({
+      markDone(text: string) {
+        return tasks.updateAsync({ text }, { $set: { done: true } }, { multi: true });
+      },
+    });
+    const marking = client.call<number>('markDone', 'upserted');
+    assert.deepEqual(await Promise.all([marking.stubPromise, marking]), [1, 1]);
   });
 
   it('refuses writes outside stubs', () => {

@@ -16,7 +16,7 @@ export type { AccountsClientEvents, TokenStorage, UserSelector, ClientUser } fro
 export type { HotCodePush } from './hot-code-push.js';
 export type { Subscription } from './subscriptions.js';
 export { LocalCollection } from './local-collection.js';
-export type { UpdateOptions } from './local-collection.js';
+export type { UpdateOptions, UpsertResult } from './local-collection.js';
 /** The local copy of a collection (the name earlier versions used). */
 export type { LocalCollection as ClientCollection } from './local-collection.js';
 export { LocalCursor } from './local-cursor.js';
