@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import tasksApp from '../examples/tasks/app.js';
 import { DDPClient } from '../src/client/node.js';
+import type * as BrowserClient from '../src/client/index.js';
 import { startServer, type TestServer } from './helpers.js';
 import { needs } from './skips.js';
 
@@ -130,6 +131,33 @@ describe('the tasks page in headless Chromium', { skip }, () => {
     });
     await page.waitForSelector('li:not(.pending) >> text=Added offline');
     assert.equal(await page.locator('li.pending').count(), 0);
+  });
+
+  it("runs a Meteor 3 async stub with the browser build: its write after awaiting the local copy shows before the server's answer", async () => {
+    const outcome = await page.evaluate(async () => {
+      const { DDPClient } = (await import('/perseid/client.js' as string)) as typeof BrowserClient;
+      const client = new DDPClient(location.origin, { hotCodePush: false });
+      try {
+        const tasks = client.collection<{ _id: string; description: string }>('taskCollection');
+        client.methods({
+          async removeTask({ taskId }: { taskId: string }) {
+            const task = await tasks.findOneAsync(taskId);
+            if (task) await tasks.removeAsync(task._id);
+          },
+        });
+        await client.subscribe('fetchTasks').ready;
+        const id = await client.call<string>('insertTask', { description: 'async stub in the page', sessionId: 'page' });
+        const removing = client.callAsync('removeTask', { taskId: id });
+        await removing.stubPromise;
+        const goneAtOnce = tasks.findOne(id) === undefined;
+        const answeredBefore = await Promise.race([removing.then(() => true), Promise.resolve(false)]);
+        await removing;
+        return { goneAtOnce, answeredBefore, goneAfter: tasks.findOne(id) === undefined };
+      } finally {
+        client.disconnect();
+      }
+    });
+    assert.deepEqual(outcome, { goneAtOnce: true, answeredBefore: false, goneAfter: true });
   });
 
   it('ran without errors in the page', () => {

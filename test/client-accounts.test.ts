@@ -79,6 +79,28 @@ describe('AccountsClient', () => {
     assert.equal(login.loggingIn(), false, 'after a refused login');
   });
 
+  it("calls Meteor's trailing callbacks, with the error or undefined, besides settling the promise", async () => {
+    // A login form ported from Meteor passes one (loginWithPassword(user, password, (error) => ...)): it was never called.
+    const client = new DDPClient(t.url);
+    clients.push(client);
+    const login = new AccountsClient(client);
+    const outcome = (start: (callback: (error?: Error) => void) => Promise<unknown>) =>
+      new Promise<string>((resolve) => {
+        start((error) => resolve(error ? `error ${String((error as { error?: unknown }).error)}` : 'ok')).catch(() => undefined);
+        setTimeout(() => resolve('never called'), 2000);
+      });
+    assert.equal(await outcome((done) => login.createUser({ username: 'with-callbacks', password: 'pw' }, done)), 'ok');
+    assert.equal(await outcome((done) => login.changePassword('wrong', 'pw2', done)), 'error 403');
+    assert.equal(await outcome((done) => login.changePassword('pw', 'pw2', done)), 'ok');
+    assert.equal(await outcome((done) => login.logoutOtherClients(done)), 'ok');
+    assert.equal(await outcome((done) => login.logout(done)), 'ok');
+    assert.equal(login.userId(), null);
+    assert.equal(await outcome((done) => login.loginWithPassword('with-callbacks', 'pw', done)), 'error 403');
+    assert.equal(await outcome((done) => login.loginWithPassword({ username: 'with-callbacks' }, 'pw2', done)), 'ok');
+    assert.equal(await outcome((done) => login.forgotPassword({ email: 'nobody@example.com' }, done)), 'error 403');
+    assert.equal(await outcome((done) => login.verifyEmail('no-such-token', done)), 'error 403');
+  });
+
   it('says logged out when another client sharing its storage (another tab) logged out', { timeout: 10000 }, async () => {
     const storage = new MapStorage();
     const [first, second] = [new DDPClient(t.url), new DDPClient(t.url)];

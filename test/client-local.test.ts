@@ -111,6 +111,24 @@ describe("client collections: the server's semantics", () => {
       assert.deepEqual(normal(local), normal(remote), `${JSON.stringify(selector)} ${JSON.stringify(options)}`);
     }
   });
+  it("answers Meteor 3's async reads (findOneAsync, fetchAsync, countAsync, forEach, map and their async forms) as the server's cursors do", async () => {
+    const local = client.collection<Doc>('people');
+    const remote = t.collection<Doc>('people');
+    const selector = { age: { $gte: 25 } };
+    const options = { sort: { name: -1 as const } };
+    assert.deepEqual(await local.findOneAsync(selector, options), await remote.findOneAsync(selector, options));
+    assert.equal(await local.findOneAsync({ name: 'nobody' }), undefined);
+    const [here, there] = [local.cursor(selector, options), remote.find(selector, options)];
+    assert.deepEqual(await here.fetchAsync(), await there.fetchAsync());
+    assert.equal(await here.countAsync(), await there.countAsync());
+    const names = (doc: Doc, index: number) => `${index}:${doc.name}`;
+    assert.deepEqual(await here.mapAsync(names), await there.mapAsync(names));
+    assert.deepEqual(here.map(names), ['0:eve', '1:Dee', '2:Bob', '3:Ada']);
+    const seen: string[] = [];
+    here.forEach((doc, index) => seen.push(names(doc, index)));
+    await here.forEachAsync(async (doc) => void seen.push(doc._id));
+    assert.deepEqual(seen, ['0:eve', '1:Dee', '2:Bob', '3:Ada', 'e', 'd', 'b', 'a']);
+  });
 });
 
 describe("client collections: mingo's browser build", () => {

@@ -8,7 +8,7 @@
  * the ones after them.
  */
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { DDPClient, DDPError, type LocalCollection, type StubInvocation } from '../src/client/node.js';
 import type { Collection } from '../src/collections/collection.js';
 import { startServer, type TestServer } from './helpers.js';
@@ -91,6 +91,16 @@ describe('method stubs and latency compensation', () => {
           await gates.pass();
           return 'fine on the server';
         },
+        async finish(id: unknown) {
+          await gates.pass();
+          await Tasks.updateAsync(String(id), { $set: { done: true, by: 'server' } });
+        },
+        markDone(text: unknown) {
+          return Tasks.updateAsync({ text: String(text) }, { $set: { done: true } }, { multi: true });
+        },
+        upsertTask(text: unknown) {
+          return Tasks.upsertAsync({ text: String(text) }, { $set: { done: true } });
+        },
         // Ungated, for other clients and for the test's own setup.
         insertNow(text: unknown) {
           return Tasks.insertAsync({ text: String(text), done: false });
@@ -126,6 +136,9 @@ describe('method stubs and latency compensation', () => {
     client.methods(stubsFor(tasks));
     await client.subscribe('tasks').ready;
   });
+
+  // Also after a failed assertion, which skips the test's own disconnect: an open client would keep the run alive.
+  afterEach(() => client?.disconnect());
 
   after(async () => {
     gates.open();
@@ -241,6 +254,113 @@ describe('method stubs and latency compensation', () => {
       assert.equal(await call, shown._id, `after the upsert of '${text}': same _id in the stub and on the server`);
     }
     client.disconnect();
+  });
+
+  it("runs Meteor 3's async stubs to the end: writes after awaiting the local collections are the stub's, and the call goes after them", async () => {
+    // Meteor 3 method code awaits a read before it writes; the write was refused as outside a stub, so nothing showed.
+    const id = await client.call<string>('insertNow', 'async stub');
+    client.methods({
+      async finish(this: StubInvocation, taskId: string) {
+        const task = await tasks.findOneAsync({ _id: taskId, done: false });
+        if (!task) throw new DDPError('not-found', 'No such task');
+        await tasks.updateAsync(task._id, { $set: { done: true } });
+        return 'stub done';
+      },
+    });
+    const errors: Error[] = [];
+    client.on('error', (error) => errors.push(error));
+    const call = client.call('finish', id);
+    await new Promise((resolve) => setImmediate(resolve)); // the stub's awaits are over; the server's answer waits at the gate
+    assert.equal(tasks.findOne(id)?.done, true, "the stub's write shows before the server answers");
+    assert.equal(await call.stubPromise, 'stub done');
+    await eventually(() => gates.count === 1, 'the call at the gate');
+    gates.open();
+    assert.equal(await call.serverPromise, undefined);
+    assert.deepEqual(tasks.findOne(id), { _id: id, text: 'async stub', done: true, by: 'server' });
+    assert.deepEqual(errors, []);
+    client.disconnect();
+  });
+
+  it('runs a call made while an async stub runs after it, in call order, stub and send', async () => {
+    started.length = 0;
+    const order: string[] = [];
+    client.methods({
+      record(label: string) {
+        order.push(`stub ${label}`);
+        if (label === 'slow') return tasks.findOneAsync({}).then(() => void order.push('stub slow done'));
+      },
+    });
+    const calls = [client.call('record', 'slow', false), client.call('record', 'quick', false)];
+    assert.deepEqual(order, ['stub slow']);
+    assert.deepEqual(await Promise.all(calls), ['slow', 'quick']);
+    assert.deepEqual(order, ['stub slow', 'stub slow done', 'stub quick']);
+    assert.deepEqual(started, ['slow', 'quick']);
+    const quick = client.call('record', 'next', false);
+    assert.deepEqual(order.at(-1), 'stub next', 'with no async stub running, a stub runs at once again');
+    await quick;
+    client.disconnect();
+  });
+
+  it('refuses the call of an async stub that throws after an await, with throwStubExceptions, and undoes its writes', async () => {
+    const id = await client.call<string>('insertNow', 'kept as it was');
+    client.methods({
+      async finish(taskId: string) {
+        await tasks.updateAsync(taskId, { $set: { text: 'half done' } });
+        await tasks.findOneAsync(taskId);
+        throw new DDPError('not-yours', 'Not your task');
+      },
+    });
+    const call = client.apply('finish', [id], { throwStubExceptions: true });
+    await assert.rejects(call, { error: 'not-yours' });
+    await assert.rejects(call.stubPromise, { error: 'not-yours' });
+    assert.equal(tasks.findOne(id)?.text, 'kept as it was');
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    assert.equal(gates.count, 0, 'the call was not sent');
+  });
+
+  it('ends an async stub that awaits something else at the next task, reports it, and still calls the server', async () => {
+    const errors: Error[] = [];
+    client.on('error', (error) => errors.push(error));
+    client.methods({
+      async finish(taskId: string) {
+        await new Promise((resolve) => setTimeout(resolve, 20)); // a network round trip, say
+        await tasks.updateAsync(taskId, { $set: { text: 'too late' } });
+      },
+    });
+    const id = await client.call<string>('insertNow', 'slow stub');
+    const call = client.call('finish', id);
+    await assert.rejects(call.stubPromise, /still running at the next task/);
+    assert.match(errors[0]?.message ?? '', /invoking 'finish': still running at the next task/);
+    await eventually(() => gates.count === 1, 'the call at the gate');
+    gates.open();
+    await call;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    assert.deepEqual(tasks.findOne(id), { _id: id, text: 'slow stub', done: true, by: 'server' }, 'the late write was refused');
+    client.disconnect();
+  });
+
+  it("upserts in a stub with Meteor's upsertAsync, and counts updates, as the server's methods do, with the same inserted _id", async () => {
+    // Method code shared with the server calls upsertAsync: the stub failed with 'upsertAsync is not a function'.
+    client.methods({
+      upsertTask(text: string) {
+        return tasks.upsertAsync({ text }, { $set: { done: true } });
+      },
+    });
+    for (const expectInsert of [true, false]) {
+      const call = client.call<{ numberAffected: number; insertedId?: string }>('upsertTask', 'upserted');
+      const [inStub, onServer] = await Promise.all([call.stubPromise, call]);
+      assert.deepEqual(inStub, onServer);
+      assert.equal(onServer.insertedId !== undefined, expectInsert);
+    }
+    assert.equal(tasks.find({ text: 'upserted' }).length, 1);
+    // An update counts the documents it matched, as the server does, whether or not they changed: it counted only changes.
+    client.methods({
+      markDone(text: string) {
+        return tasks.updateAsync({ text }, { $set: { done: true } }, { multi: true });
+      },
+    });
+    const marking = client.call<number>('markDone', 'upserted');
+    assert.deepEqual(await Promise.all([marking.stubPromise, marking]), [1, 1]);
   });
 
   it('refuses writes outside stubs', () => {

@@ -215,6 +215,22 @@ describe('perseid/react', () => {
     root.unmount();
   });
 
+  it("tells a component whose useFind factory returns find()'s array, as Meteor's returns a cursor, to return a cursor", async () => {
+    // Written as with react-meteor-data (useFind(() => Tasks.find(...))), it rendered an empty list for good, without a word.
+    await client.call('addTask', 'listed');
+    function MeteorStyle(): ReactNode {
+      const found = useFind(() => tasks.find({}) as unknown as ReturnType<typeof tasks.cursor>, []);
+      return createElement('p', null, String(found.length));
+    }
+    const container = document.createElement('div');
+    const errors: unknown[] = [];
+    const root = createRoot(container, { onUncaughtError: (error) => errors.push(error) });
+    root.render(createElement(DDPProvider, { client }, createElement(MeteorStyle)));
+    await eventually(() => errors.length > 0, 'the error');
+    assert.match(String(errors[0]), /^TypeError: useFind's factory returned an array: return collection\.cursor\(selector, options\)/);
+    root.unmount();
+  });
+
   it('tells a component outside a provider what is missing', () => {
     function Orphan(): ReactNode {
       useStatus();

@@ -12,6 +12,7 @@
  */
 import type { DDPClient } from './client.js';
 import { Emitter } from './emitter.js';
+import { reportTo, type MethodCallback } from './meteor-callbacks.js';
 
 export interface TokenStorage {
   getItem(key: string): string | null;
@@ -102,51 +103,60 @@ export class AccountsClient extends Emitter<AccountsClientEvents> {
     return this.loggingInCalls > 0;
   }
 
-  loginWithPassword(user: UserSelector, password: string): Promise<string> {
-    return this.login('login', async () => [{ user: userQuery(user), password: await passwordDigest(password) }]);
+  // Each may take Meteor's callback last, called with the error (undefined on success) as well.
+  loginWithPassword(user: UserSelector, password: string, callback?: MethodCallback): Promise<string> {
+    return reportTo(this.login('login', async () => [{ user: userQuery(user), password: await passwordDigest(password) }]), callback);
   }
 
   /** Creates an account and logs in as it (unless the server forbids client sign-ups). */
-  createUser(options: { username?: string; email?: string; password: string; profile?: object }): Promise<string> {
-    return this.login('createUser', async () => [{ ...options, password: await passwordDigest(options.password) }]);
+  createUser(options: { username?: string; email?: string; password: string; profile?: object }, callback?: MethodCallback): Promise<string> {
+    return reportTo(this.login('createUser', async () => [{ ...options, password: await passwordDigest(options.password) }]), callback);
   }
 
   /** Asks the server to mail a password reset link to `email` (Meteor's forgotPassword). */
-  forgotPassword(options: { email: string }): Promise<void> {
-    return this.client.call('forgotPassword', options);
+  forgotPassword(options: { email: string }, callback?: MethodCallback): Promise<void> {
+    return reportTo(this.client.call('forgotPassword', options), callback);
   }
 
   /**
    * Sets a new password with the token of a reset or enrollment e-mail's link, and logs in with the token it gets
    * (the server ends every other login of the user).
    */
-  resetPassword(token: string, newPassword: string): Promise<string> {
-    return this.login('resetPassword', async () => [token, await passwordDigest(newPassword)]);
+  resetPassword(token: string, newPassword: string, callback?: MethodCallback): Promise<string> {
+    return reportTo(this.login('resetPassword', async () => [token, await passwordDigest(newPassword)]), callback);
   }
 
   /** Marks the address a verification e-mail's link was for as verified, and logs in. */
-  verifyEmail(token: string): Promise<string> {
-    return this.login('verifyEmail', () => [token]);
+  verifyEmail(token: string, callback?: MethodCallback): Promise<string> {
+    return reportTo(this.login('verifyEmail', () => [token]), callback);
   }
 
   /** Changes the logged-in user's password; their other logins end, this one stays. */
-  async changePassword(oldPassword: string, newPassword: string): Promise<void> {
-    await this.client.call('changePassword', await passwordDigest(oldPassword), await passwordDigest(newPassword));
+  changePassword(oldPassword: string, newPassword: string, callback?: MethodCallback): Promise<void> {
+    const changing = async () => {
+      await this.client.call('changePassword', await passwordDigest(oldPassword), await passwordDigest(newPassword));
+    };
+    return reportTo(changing(), callback);
   }
 
-  async logout(): Promise<void> {
-    try {
-      await this.client.apply('logout', [], { wait: true });
-    } finally {
-      this.loggedOut();
-    }
+  logout(callback?: MethodCallback): Promise<void> {
+    const loggingOut = async () => {
+      try {
+        await this.client.apply('logout', [], { wait: true });
+      } finally {
+        this.loggedOut();
+      }
+    };
+    return reportTo(loggingOut(), callback);
   }
 
   /** Logs out every other client of this user (Meteor's logoutOtherClients). */
-  async logoutOtherClients(): Promise<void> {
-    const reply = await this.client.apply<LoginReply>('getNewToken', [], { wait: true });
-    this.storeToken(reply);
-    await this.client.call('removeOtherTokens');
+  logoutOtherClients(callback?: MethodCallback): Promise<void> {
+    const removing = async () => {
+      this.storeToken(await this.client.apply<LoginReply>('getNewToken', [], { wait: true }));
+      await this.client.call('removeOtherTokens');
+    };
+    return reportTo(removing(), callback);
   }
 
   /** `params` is a function: loggingIn() is true from the call on, while the password is digested too. */

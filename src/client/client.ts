@@ -87,6 +87,22 @@ export interface ClientEvents {
   newVersion: [version: string];
 }
 
+/** A call's promise, with Meteor 3's `stubPromise` (what the stub returned or threw) and `serverPromise` (the call's own). */
+export type MethodPromise<T> = Promise<T> & { readonly stubPromise: Promise<unknown>; readonly serverPromise: Promise<T> };
+
+type StubOutcome = { value: unknown } | { error: unknown };
+
+const noop = () => undefined;
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
+}
+
+function withStub<T>(promise: Promise<T>, stubPromise: Promise<unknown> = promise): MethodPromise<T> {
+  stubPromise.catch(noop); // the caller may leave it: its rejection is the call's concern
+  return Object.assign(promise, { stubPromise, serverPromise: promise });
+}
+
 type Settings = Required<Omit<DDPClientOptions, 'backoff'>> & { backoff: BackoffOptions };
 
 export class DDPClient extends Emitter<ClientEvents> {
@@ -120,6 +136,8 @@ export class DDPClient extends Emitter<ClientEvents> {
   /** Calls that got their result on a lost session: they finish when the new session's data is in. */
   private orphans: string[] = [];
   private user: string | null = null;
+  /** Settles once the async stub running, and those queued behind it, have settled; undefined when none runs. */
+  private asyncStubs: Promise<void> | undefined;
 
   constructor(url: string, options: DDPClientOptions = {}) {
     super();
@@ -231,27 +249,45 @@ export class DDPClient extends Emitter<ClientEvents> {
    * Calls a method; see {@link apply}. A definition from `defineMethod` types the parameters and the result.
    * A function after the parameters is Meteor's callback: it gets `(error, result)` as well.
    */
-  call<D extends MethodDefinition>(method: D, ...params: InputsOf<D>): Promise<ResultOf<D>>;
-  call<Result = unknown>(method: string, ...params: unknown[]): Promise<Result>;
-  call(method: string | MethodDefinition, ...params: unknown[]): Promise<unknown> {
+  call<D extends MethodDefinition>(method: D, ...params: InputsOf<D>): MethodPromise<ResultOf<D>>;
+  call<Result = unknown>(method: string, ...params: unknown[]): MethodPromise<Result>;
+  call(method: string | MethodDefinition, ...params: unknown[]): MethodPromise<unknown> {
     const callback = takeMethodCallback(params);
     return reportTo(this.invoke(typeof method === 'string' ? method : method.name, params, {}), callback);
+  }
+
+  /** Meteor 3's name for {@link call}. */
+  callAsync<D extends MethodDefinition>(method: D, ...params: InputsOf<D>): MethodPromise<ResultOf<D>>;
+  callAsync<Result = unknown>(method: string, ...params: unknown[]): MethodPromise<Result>;
+  callAsync(method: string, ...params: unknown[]): MethodPromise<unknown> {
+    return this.call(method, ...params);
   }
 
   /**
    * Calls a method: runs its stub at once (if one is registered), then sends
    * it, now or on the next connection, in call order. Resolves with its result
    * once the server has also reported its writes done (`updated`) and they are
-   * in the store; rejects with a DDPError. Called from inside a stub, it only
+   * in the store; rejects with a DDPError. The promise also has Meteor 3's
+   * `stubPromise` (the stub's outcome) and `serverPromise` (the same as the
+   * call's). A stub that returns a promise (an async stub) may still write
+   * after awaiting the local collections: the call is sent once it settles,
+   * and later calls wait for it. Called from inside a stub, it only
    * runs the other method's stub and resolves with what that returns. A callback, after the options or in
    * their place, gets `(error, result)` as well (Meteor's).
    */
-  apply<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions | MethodCallback, callback?: MethodCallback): Promise<ResultOf<D>>;
-  apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions | MethodCallback, callback?: MethodCallback): Promise<Result>;
-  apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions | MethodCallback = {}, callback?: MethodCallback): Promise<unknown> {
+  apply<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions | MethodCallback, callback?: MethodCallback): MethodPromise<ResultOf<D>>;
+  apply<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions | MethodCallback, callback?: MethodCallback): MethodPromise<Result>;
+  apply(method: string | MethodDefinition, params: readonly unknown[] = [], options: MethodOptions | MethodCallback = {}, callback?: MethodCallback): MethodPromise<unknown> {
     if (typeof options === 'function') [options, callback] = [{}, options];
     checkMethodOptionNames(options);
     return reportTo(this.invoke(typeof method === 'string' ? method : method.name, params, options), callback);
+  }
+
+  /** Meteor 3's name for {@link apply}. */
+  applyAsync<D extends MethodDefinition>(method: D, params: InputsOf<D>, options?: MethodOptions | MethodCallback, callback?: MethodCallback): MethodPromise<ResultOf<D>>;
+  applyAsync<Result = unknown>(method: string, params?: readonly unknown[], options?: MethodOptions | MethodCallback, callback?: MethodCallback): MethodPromise<Result>;
+  applyAsync(method: string | MethodDefinition, params?: readonly unknown[], options?: MethodOptions | MethodCallback, callback?: MethodCallback): MethodPromise<unknown> {
+    return this.apply(method as string, params, options, callback);
   }
 
   /**
@@ -285,30 +321,84 @@ export class DDPClient extends Emitter<ClientEvents> {
     return this.store.collection(name) as unknown as LocalCollection<T>;
   }
 
-  private invoke(method: string, params: readonly unknown[], options: MethodOptions): Promise<unknown> {
+  private invoke(method: string, params: readonly unknown[], options: MethodOptions): MethodPromise<unknown> {
     this.store.flushWrites(); // observers see the server's data before the stub's guess
     const stub = this.stubs.get(method);
     const enclosing = this.store.stub as Simulation | undefined;
     if (enclosing) {
       const nested = new Simulation(method, enclosing.methodId, this.user, enclosing, (...write) => this.store.held.track(...write));
-      return Promise.resolve(stub ? this.runStub(nested, stub, params) : undefined);
+      return withStub(Promise.resolve(stub ? this.runStub(nested, stub, params) : undefined));
     }
-    if (this.currentStatus === 'closed') return Promise.reject(ClientErrors.notConnected());
+    if (this.currentStatus === 'closed') return withStub(Promise.reject(ClientErrors.notConnected()), Promise.resolve());
+    const ahead = this.asyncStubs;
+    if (!ahead) return this.start(method, stub, params, options);
+    // Behind an async stub still running: this stub runs, and this call is sent, after it (Meteor 3 queues them too).
+    // Boxed: a promise would be flattened into its result.
+    const started = ahead.then(() => ({ call: this.start(method, stub, params, options) }));
+    this.queueStub(started.then(({ call }) => call.stubPromise.then(noop, noop)));
+    return withStub(
+      started.then(({ call }) => call),
+      started.then(({ call }) => call.stubPromise),
+    );
+  }
+
+  /** Runs the call's stub, then sends it: at once after a synchronous stub, once it has settled after an async one. */
+  private start(method: string, stub: Stub | undefined, params: readonly unknown[], options: MethodOptions): MethodPromise<unknown> {
     // A copy, as Meteor takes: the call may be re-sent after the caller changed its arguments.
     const message: MethodMessage = { msg: 'method', id: this.calls.reserveId(), method, params: params.map(clone) };
-    let seed = options.randomSeed;
-    if (stub) {
-      const simulation = new Simulation(method, message.id, this.user, undefined, (...write) => this.store.held.track(...write), seed);
-      try {
-        this.runStub(simulation, stub, params);
-      } catch (error) {
-        if (options.throwStubExceptions) {
-          this.store.release(message.id);
-          return Promise.reject(error as Error);
-        }
-        this.stubFailed(method, error);
-      }
-      seed = simulation.usedSeed;
+    if (!stub) return withStub(this.send(message, options, options.randomSeed), Promise.resolve());
+    const simulation = new Simulation(method, message.id, this.user, undefined, (...write) => this.store.held.track(...write), options.randomSeed);
+    // Queued before the stub runs, so before its continuations: an async stub is the running stub again for them.
+    queueMicrotask(() => void (simulation.running && (this.store.stub = simulation)));
+    let value: unknown;
+    try {
+      value = this.runStub(simulation, stub, params);
+    } catch (error) {
+      return this.stubSettled(message, options, simulation, { error });
+    }
+    if (!isThenable(value)) return this.stubSettled(message, options, simulation, { value });
+    const settled = this.simulate(simulation, value);
+    if (!this.asyncStubs) this.queueStub(settled.then(noop));
+    return withStub(
+      settled.then((outcome) => this.stubSettled(message, options, simulation, outcome)),
+      settled.then((outcome) => ('error' in outcome ? Promise.reject(outcome.error as Error) : outcome.value)),
+    );
+  }
+
+  /**
+   * An async stub stays the running stub, its writes its own, until its promise settles: its continuations
+   * after awaiting the local collections run before any other task. One still running at the next task
+   * awaits something else (the network): it is ended there, and what it writes later is refused.
+   */
+  private simulate(simulation: Simulation, value: PromiseLike<unknown>): Promise<StubOutcome> {
+    return new Promise((resolve) => {
+      const end = (outcome: StubOutcome) => {
+        if (!simulation.running) return;
+        simulation.running = false;
+        clearTimeout(timer);
+        if (this.store.stub === simulation) this.store.stub = undefined;
+        resolve(outcome);
+      };
+      const timer = setTimeout(() => end({ error: new Error('still running at the next task: a stub may await only local collections') }), 0);
+      value.then((result) => end({ value: result }), (error: unknown) => end({ error }));
+    });
+  }
+
+  private stubSettled(message: MethodMessage, options: MethodOptions, simulation: Simulation, outcome: StubOutcome): MethodPromise<unknown> {
+    simulation.running = false;
+    const stubPromise = 'error' in outcome ? Promise.reject(outcome.error as Error) : Promise.resolve(outcome.value);
+    if ('error' in outcome && options.throwStubExceptions) {
+      this.store.release(message.id);
+      return withStub(stubPromise, stubPromise);
+    }
+    if ('error' in outcome) this.stubFailed(message.method, outcome.error);
+    return withStub(this.send(message, options, simulation.usedSeed), stubPromise);
+  }
+
+  private send(message: MethodMessage, options: MethodOptions, seed: string | undefined): Promise<unknown> {
+    if (this.currentStatus === 'closed') {
+      this.store.release(message.id); // closed while an async stub ran
+      return Promise.reject(ClientErrors.notConnected());
     }
     if (seed !== undefined) message.randomSeed = seed;
     const promise = this.calls.add(message, options);
@@ -316,13 +406,18 @@ export class DDPClient extends Emitter<ClientEvents> {
     return promise;
   }
 
+  private queueStub(tail: Promise<void>): void {
+    this.asyncStubs = tail;
+    void tail.then(() => {
+      if (this.asyncStubs === tail) this.asyncStubs = undefined;
+    });
+  }
+
   private runStub(simulation: Simulation, stub: Stub, params: readonly unknown[]): unknown {
     const previous = this.store.stub;
     this.store.stub = simulation;
     try {
-      const value = this.store.inBatch(() => stub.apply(simulation, params.map(clone)));
-      if (value instanceof Promise) value.catch((error: unknown) => this.stubFailed(simulation.name, error));
-      return value;
+      return this.store.inBatch(() => stub.apply(simulation, params.map(clone)));
     } finally {
       this.store.stub = previous;
     }

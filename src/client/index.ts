@@ -5,7 +5,7 @@
  * shared: the server's own query code, on mingo's browser build).
  */
 export { DDPClient } from './client.js';
-export type { ClientEvents, ClientStatus, DDPClientOptions, DisconnectInfo } from './client.js';
+export type { ClientEvents, ClientStatus, DDPClientOptions, DisconnectInfo, MethodPromise } from './client.js';
 export type { MethodOptions } from './methods.js';
 export type { Stub, StubInvocation } from './stubs.js';
 // Typed contracts, defined once and imported by the server too (perseid's implement()).
@@ -16,7 +16,7 @@ export type { AccountsClientEvents, TokenStorage, UserSelector, ClientUser } fro
 export type { HotCodePush } from './hot-code-push.js';
 export type { Subscription } from './subscriptions.js';
 export { LocalCollection } from './local-collection.js';
-export type { UpdateOptions } from './local-collection.js';
+export type { UpdateOptions, UpsertResult } from './local-collection.js';
 /** The local copy of a collection (the name earlier versions used). */
 export type { LocalCollection as ClientCollection } from './local-collection.js';
 export { LocalCursor } from './local-cursor.js';

@@ -47,6 +47,13 @@ export interface UpdateOptions {
   upsert?: boolean;
 }
 
+/** What an upsert did, as the server's upsertAsync says it. */
+export interface UpsertResult {
+  numberAffected: number;
+  /** The `_id` of the document inserted, when nothing matched. */
+  insertedId?: unknown;
+}
+
 export class LocalCollection<T extends object = Document> {
   private readonly docs = new Map<string, Document>();
   /** Counts changes, so that a cursor knows when its results may differ. */
@@ -72,6 +79,11 @@ export class LocalCollection<T extends object = Document> {
   /** The first document a selector selects (with the options' sort and skip). */
   findOne(...args: [selector?: LocalSelector<T>, options?: Omit<FindOptions, 'limit'>]): T | undefined {
     return this.find(passedSelector(args), { ...args[1], limit: 1 })[0];
+  }
+
+  /** Meteor 3's name for findOne, for code shared with the server (the local copy answers at once). */
+  findOneAsync(...args: [selector?: LocalSelector<T>, options?: Omit<FindOptions, 'limit'>]): Promise<T | undefined> {
+    return settled(() => this.findOne(...args));
   }
 
   /** A query to fetch, count and observe. */
@@ -106,8 +118,17 @@ export class LocalCollection<T extends object = Document> {
     return _id as string;
   }
 
-  /** Applies a modifier (`$set`, `$inc`, ...) or a replacement; returns how many documents changed. */
+  /** Applies a modifier (`$set`, `$inc`, ...) or a replacement; returns how many documents matched. */
   update(selector: Selector, modifier: Record<string, unknown>, options: UpdateOptions = {}): number {
+    return this.upsertOrUpdate(selector, modifier, options).numberAffected;
+  }
+
+  /** Updates, or inserts if nothing matches (Meteor's upsert): how many documents matched (or 1 inserted), and the inserted `_id`. */
+  upsert(selector: Selector, modifier: Record<string, unknown>, options: Omit<UpdateOptions, 'upsert'> = {}): UpsertResult {
+    return this.upsertOrUpdate(selector, modifier, { ...options, upsert: true });
+  }
+
+  private upsertOrUpdate(selector: Selector, modifier: Record<string, unknown>, options: UpdateOptions): UpsertResult {
     const stub = this.stub('update');
     const parsed = parseModifier(modifier);
     const normalized = normalizeSelector(selector);
@@ -115,18 +136,18 @@ export class LocalCollection<T extends object = Document> {
     const insertedId = options.upsert && upsertDrawsId(selector, normalized) ? stub.newId(this.name) : undefined;
     const found = runQuery(this.docs, compileQuery(normalized, options.multi ? {} : { limit: 1 }));
     if (found.length === 0 && options.upsert) {
-      this.insertWith(stub, buildUpsert(normalized, parsed, insertedId) as Document);
-      return 1;
+      const doc = buildUpsert(normalized, parsed, insertedId) as Document;
+      this.insertWith(stub, doc);
+      return { numberAffected: 1, insertedId: doc._id };
     }
-    let changed = 0;
     for (const [id, doc] of found) {
       const next = applyModifier(doc, parsed, { selector: normalized, inserting: false }) as Document;
       if (next === doc) continue;
       stub.willWrite(this.name, id, doc);
       this.set(id, next);
-      changed++;
     }
-    return changed;
+    // Those matched, changed or not, as the server counts them.
+    return { numberAffected: found.length };
   }
 
   /** Removes the documents a selector selects; returns how many. */
@@ -147,6 +168,10 @@ export class LocalCollection<T extends object = Document> {
 
   updateAsync(selector: Selector, modifier: Record<string, unknown>, options?: UpdateOptions): Promise<number> {
     return settled(() => this.update(selector, modifier, options));
+  }
+
+  upsertAsync(selector: Selector, modifier: Record<string, unknown>, options?: Omit<UpdateOptions, 'upsert'>): Promise<UpsertResult> {
+    return settled(() => this.upsert(selector, modifier, options));
   }
 
   removeAsync(selector: Selector): Promise<number> {

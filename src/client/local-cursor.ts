@@ -83,6 +83,33 @@ export class LocalCursor<T extends object = Document> {
     return runQuery(this.source.docs, this.query).length;
   }
 
+  forEach(callback: (doc: T, index: number, cursor: this) => void): void {
+    this.fetch().forEach((doc, index) => callback(doc, index, this));
+  }
+
+  map<R>(callback: (doc: T, index: number, cursor: this) => R): R[] {
+    return this.fetch().map((doc, index) => callback(doc, index, this));
+  }
+
+  // Meteor 3's names, so code shared with the server (and stubs) reads the local copy as written there.
+  fetchAsync(): Promise<T[]> {
+    return Promise.resolve(this.fetch());
+  }
+
+  countAsync(): Promise<number> {
+    return Promise.resolve(this.count());
+  }
+
+  async forEachAsync(callback: (doc: T, index: number, cursor: this) => unknown): Promise<void> {
+    for (const [index, doc] of this.fetch().entries()) await callback(doc, index, this);
+  }
+
+  async mapAsync<R>(callback: (doc: T, index: number, cursor: this) => R | Promise<R>): Promise<R[]> {
+    const results: R[] = [];
+    for (const [index, doc] of this.fetch().entries()) results.push(await callback(doc, index, this));
+    return results;
+  }
+
   /** The results now: the same array as the last call unless they changed since. */
   readonly getSnapshot = (): readonly T[] => {
     this.snapshotObserver ??= new QueryObserver(this.source.docs, this.query, () => this.notify());

@@ -26,7 +26,7 @@ export function takeMethodCallback(params: unknown[]): MethodCallback | undefine
 }
 
 /** Gives the call's outcome to `callback` too; the promise then counts as handled. */
-export function reportTo<T>(promise: Promise<T>, callback: MethodCallback | undefined): Promise<T> {
+export function reportTo<P extends Promise<unknown>>(promise: P, callback: MethodCallback | undefined): P {
   promise.then(
     (result) => callSafely(() => callback?.(undefined, result)),
     (error: Error) => callSafely(() => callback?.(error)),

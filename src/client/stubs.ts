@@ -3,8 +3,8 @@
  * under a method's name runs at once when the method is called, against the
  * local collections, so the page shows the effect before the server answers.
  * Its random stream is seeded with the `randomSeed` the call then carries, so
- * an insert gets the same `_id` in the stub and on the server. Stubs run
- * synchronously: a write after an `await` in a stub is refused.
+ * an insert gets the same `_id` in the stub and on the server. An async stub
+ * stays the running stub until it settles (client.ts, simulate).
  */
 import { collectionIdSequence, makeRpcSeed, RandomStream } from '../ddp/random.js';
 import type { Document } from './documents.js';
@@ -32,6 +32,8 @@ export type Stub = (this: StubInvocation, ...args: any[]) => unknown;
 /** One running stub: hands out ids from its stream and reports each document it writes. */
 export class Simulation implements ActiveStub, StubInvocation {
   readonly isSimulation = true;
+  /** Until it has settled: an async stub runs on after its call returned. */
+  running = true;
   private stream: RandomStream | undefined;
 
   constructor(

@@ -15,6 +15,10 @@ const nothing = () => NONE;
 export function useFind<T extends object>(factory: () => LocalCursor<T> | null | undefined, deps: DependencyList = []): readonly T[] {
   // The factory is the caller's; `deps` say when it gives another cursor, as with useMemo.
   const cursor = useMemo(factory, deps);
+  // react-meteor-data's factory returns find(): here that is an array, which would render nothing, for good.
+  if (cursor != null && typeof cursor.getSnapshot !== 'function') {
+    throw new TypeError(`useFind's factory returned ${Array.isArray(cursor) ? 'an array' : typeof cursor}: return collection.cursor(selector, options), not find()`);
+  }
   return useSyncExternalStore(cursor?.subscribe ?? noSubscription, cursor?.getSnapshot ?? nothing, cursor?.getSnapshot ?? nothing);
 }
 
