@@ -240,6 +240,23 @@ for (const target of targets) {
       await sparse.insertAsync({ _id: 'second' });
     });
 
+    it(
+      "refuses a document over MongoDB's 16 MiB limit, inserted or grown by an update, and takes one just under it",
+      unless(target.server, {
+        ferretdb: 'stores a 16.1 MiB document',
+        'mongo-java-server': 'drops the connection on a 16.1 MiB insert, and stores a document an update grows past 16 MiB',
+      }),
+      async () => {
+        const c = collection();
+        const MiB = 1024 * 1024;
+        await assert.rejects(c.insertAsync({ _id: 'over', s: 'x'.repeat(16 * MiB) }));
+        assert.equal(await c.findOneAsync('over'), undefined);
+        await c.insertAsync({ _id: 'under', s: 'x'.repeat(16 * MiB - 100) });
+        await assert.rejects(c.updateAsync('under', { $set: { more: 'y'.repeat(200) } }));
+        assert.deepEqual(Object.keys((await c.findOneAsync('under'))!), ['_id', 's']);
+      },
+    );
+
     it('iterates a cursor with forEachAsync and for await', async () => {
       const c = collection<{ _id: string; n: number }>();
       for (let i = 0; i < 3; i++) await c.insertAsync({ _id: `i${i}`, n: i });

@@ -24,6 +24,7 @@ import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, Updat
 import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange, type IndexSpec } from './indexes.js';
 import { applyModifierToAll, assertValidDocument, buildUpsert, parseModifier } from '../../query/modifier.js';
 import { assertLoggable, type Mutation } from './records.js';
+import { assertDocumentSize } from './document-size.js';
 import type { CollectionImage } from './snapshot.js';
 import { isOperatorObject } from '../../query/values.js';
 
@@ -246,6 +247,7 @@ export class EmbeddedCollection implements CollectionDriver {
   /** Every new version of a document comes here, before anything is applied. */
   private put(doc: Document): Mutation {
     assertLoggable(doc);
+    assertDocumentSize(doc);
     return { op: 'put', collection: this.name, doc };
   }
 
