@@ -241,6 +241,29 @@ for (const target of targets) {
     });
 
     it(
+      'refuses an update path with an empty part or a $-prefixed one, changing nothing',
+      unless(target.server, { 'mongo-java-server': "stores a field named '' for $set {'': 1} or {'.x': 1}, and renames to ''" }),
+      async () => {
+        const c = collection();
+        await c.insertAsync({ _id: 'p', a: 1, o: {} });
+        for (const modifier of [
+          { $set: { '': 1 } },
+          { $set: { 'b..c': 1 } },
+          { $set: { 'b.': 1 } },
+          { $set: { '.b': 1 } },
+          { $inc: { 'o..n': 1 } },
+          { $push: { '': 1 } },
+          { $unset: { '': 1 } },
+          { $rename: { a: '' } },
+          { $set: { 'o.$x': 1 } },
+        ]) {
+          await assert.rejects(c.updateAsync('p', modifier), JSON.stringify(modifier));
+        }
+        assert.deepEqual(await c.findOneAsync('p'), { _id: 'p', a: 1, o: {} });
+      },
+    );
+
+    it(
       "refuses a document over MongoDB's 16 MiB limit, inserted or grown by an update, and takes one just under it",
       unless(target.server, {
         ferretdb: 'stores a 16.1 MiB document',

@@ -27,6 +27,7 @@ import { assertLoggable, type Mutation } from './records.js';
 import { assertDocumentSize } from './document-size.js';
 import type { CollectionImage } from './snapshot.js';
 import { isOperatorObject } from '../../query/values.js';
+import { assertUpdatePaths } from '../../query/update-paths.js';
 
 export interface Entry {
   mutation: Mutation;
@@ -180,6 +181,7 @@ export class EmbeddedCollection implements CollectionDriver {
   async update(selector: Document, modifier: Document, options: UpdateOptions): Promise<UpdateResult & WriteOutcome> {
     this.host.assertWritable();
     const parsed = parseModifier(modifier);
+    assertUpdatePaths(modifier);
     if (options.multi && parsed.kind === 'replace') throw new Error('multi update only works with $ operators');
     const targets = this.matching(selector, options.multi ? Infinity : 1);
     if (targets.length === 0) {
