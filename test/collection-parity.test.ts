@@ -203,6 +203,22 @@ for (const target of targets) {
       assert.deepEqual(await ids({ n: null }), ['c']);
     });
 
+    it("matches $type on an array's elements, as MongoDB does", async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'mixed', v: ['x', 1] });
+      await c.insertAsync({ _id: 'string', v: 'x' });
+      await c.insertAsync({ _id: 'objects', v: [{ k: 1 }] });
+      await c.insertAsync({ _id: 'dates', v: [new Date(0), null] });
+      await c.insertAsync({ _id: 'empty', v: [] });
+      const ids = async (selector: Record<string, unknown>) => (await c.find(selector, { sort: { _id: 1 } }).fetchAsync()).map((d) => d._id);
+      assert.deepEqual(await ids({ v: { $type: 'string' } }), ['mixed', 'string']);
+      assert.deepEqual(await ids({ v: { $type: 'number' } }), ['mixed']);
+      assert.deepEqual(await ids({ v: { $type: 'object' } }), ['objects']);
+      assert.deepEqual(await ids({ v: { $type: ['date', 'null'] } }), ['dates']);
+      assert.deepEqual(await ids({ v: { $type: 'array' } }), ['dates', 'empty', 'mixed', 'objects']);
+      assert.deepEqual(await ids({ 'v.k': { $type: 'number' } }), ['objects']);
+    });
+
     it('matches $elemMatch with several field conditions', unless(target.server, { ferretdb: '$elemMatch with field conditions fails with "unknown operator"' }), async () => {
       const c = collection();
       await c.insertAsync({ _id: 'a', items: [{ k: 1, v: 'x' }, { k: 2, v: 'y' }] });
