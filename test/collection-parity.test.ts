@@ -236,6 +236,26 @@ for (const target of targets) {
       assert.equal(await c.find().countAsync(), 1);
     });
 
+    it(
+      "names the duplicated key and the index's keys in keyValue and keyPattern, as MongoDB's driver does",
+      unless(target.server, { ferretdb: 'sends neither with E11000', 'mongo-java-server': 'sends neither with E11000' }),
+      async () => {
+        const c = collection();
+        await c.createIndexAsync({ room: 1, seat: -1 }, { unique: true });
+        await c.insertAsync({ _id: 'first', room: 'a', seat: 1 });
+        const duplicate = (e: { code?: number; keyValue?: unknown; keyPattern?: unknown }) => {
+          assert.equal(e.code, 11000);
+          assert.deepEqual({ keyValue: e.keyValue, keyPattern: e.keyPattern }, { keyValue: { room: 'a', seat: 1 }, keyPattern: { room: 1, seat: -1 } });
+          return true;
+        };
+        await assert.rejects(c.insertAsync({ room: 'a', seat: 1 }), duplicate);
+        await assert.rejects(c.insertAsync({ _id: 'first' }), (e: { keyValue?: unknown; keyPattern?: unknown }) => {
+          assert.deepEqual({ keyValue: e.keyValue, keyPattern: e.keyPattern }, { keyValue: { _id: 'first' }, keyPattern: { _id: 1 } });
+          return true;
+        });
+      },
+    );
+
     it('reports a duplicate made by an update as 11000', unless(target.server, { ferretdb: 'answers code 1 (InternalError, "UNIQUE constraint failed")' }), async () => {
       const c = collection();
       await c.createIndexAsync({ email: 1 }, { unique: true });

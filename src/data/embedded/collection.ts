@@ -294,7 +294,7 @@ export class EmbeddedCollection implements CollectionDriver {
 
   private checkInsert(doc: Document): void {
     const id = idStringify(doc._id);
-    if (this.docs.has(id)) throw new DuplicateKeyError(this.name, ID_INDEX, { _id: doc._id });
+    if (this.docs.has(id)) throw new DuplicateKeyError(this.name, ID_INDEX, { _id: doc._id }, { _id: 1 });
     this.indexes.check([{ id, doc }]);
   }
 
