@@ -166,6 +166,23 @@ for (const target of targets) {
       assert.deepEqual(await c.find({ n: 1 }).mapAsync((d) => d._id), ['s1', 's5', 's9']);
     });
 
+    it(
+      'keeps the other fields with a $slice projection alone or beside exclusions, as MongoDB does',
+      unless(target.server, { ferretdb: 'refuses $slice projections', 'mongo-java-server': 'drops the connection on a $slice projection' }),
+      async () => {
+        const c = collection();
+        const post = { _id: 'p', title: 'T', comments: [1, 2, 3, 4], meta: { tags: ['a', 'b', 'c'], by: 'x' }, secret: 's' };
+        await c.insertAsync(post);
+        assert.deepEqual(await c.findOneAsync('p', { fields: { comments: { $slice: -2 } } }), { ...post, comments: [3, 4] });
+        assert.deepEqual(await c.findOneAsync('p', { fields: { secret: 0, _id: 0, 'meta.tags': { $slice: [1, 1] } } }), {
+          title: 'T',
+          comments: [1, 2, 3, 4],
+          meta: { tags: ['b'], by: 'x' },
+        });
+        assert.deepEqual(await c.findOneAsync('p', { fields: { title: 1, comments: { $slice: 1 } } }), { _id: 'p', title: 'T', comments: [1] });
+      },
+    );
+
     it('sorts a missing field as null, ties broken by the next key', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'b' });
