@@ -23,8 +23,10 @@ export type Modifier =
 
 const MOD_ON_ID = 'Mod on _id not allowed';
 
+/** A value in an error message, cut at 200 characters: an update refused over a 10 MB value is one short line, not 10 MB of log. */
 function describe(value: unknown): string {
-  return EJSON.stringify(value);
+  const text = EJSON.stringify(value);
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
 /** Top-level field names must not start with `$` or contain `.` (they would be read as operators or paths). */
