@@ -93,6 +93,24 @@ for (const target of targets) {
       assert.equal(await c.updateAsync('missing', { $set: { a: 1 } }), 0);
     });
 
+    it("applies $push's $sort, $slice and $position to an array it creates, as to one that exists", unless(target.server, { ferretdb: "ignores $push's $sort, $slice and $position" }), async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'p' });
+      await c.updateAsync('p', {
+        $push: {
+          sorted: { $each: [3, 1, 2], $sort: 1 },
+          capped: { $each: [1, 2, 3, 4], $slice: -2 },
+          'o.top': { $each: [{ k: 2 }, { k: 9 }, { k: 5 }], $sort: { k: -1 }, $slice: 2 },
+        },
+      });
+      assert.deepEqual(await c.findOneAsync('p'), { _id: 'p', sorted: [1, 2, 3], capped: [3, 4], o: { top: [{ k: 9 }, { k: 5 }] } });
+      for (const _id of ['m1', 'm2']) await c.insertAsync({ _id, many: true });
+      assert.equal(await c.updateAsync({ many: true }, { $push: { list: { $each: [2, 1], $sort: 1, $position: 0 } } }, { multi: true }), 2);
+      assert.deepEqual(await c.find({ many: true }, { sort: { _id: 1 } }).mapAsync((d) => d.list), [[1, 2], [1, 2]]);
+      const { insertedId } = await c.upsertAsync({ name: 'new' }, { $push: { recent: { $each: [5, 6, 7], $slice: -2 } } });
+      assert.deepEqual(await c.findOneAsync(insertedId as string), { _id: insertedId, name: 'new', recent: [6, 7] });
+    });
+
     it('replaces whole documents, keeping the id', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'r', a: 1, b: 2 });

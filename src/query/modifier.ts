@@ -171,6 +171,22 @@ function addToSetAsPush(doc: Document, ops: Record<string, Document>): Record<st
   return out;
 }
 
+/**
+ * A `$push` with `$sort`, `$slice` or `$position` to a field the document lacks:
+ * MongoDB makes the array, then applies them (`{$each: [3, 1], $sort: 1}`
+ * stores [1, 3]); mingo stored `$each` as given. Such fields start as [] here.
+ * Returns whether it started one.
+ */
+function startPushedArrays(doc: Document, ops: Record<string, Document>): boolean {
+  let started = false;
+  for (const [path, arg] of Object.entries(ops.$push ?? {})) {
+    if (path.includes('$') || !isPlainObject(arg) || !('$each' in arg) || Object.keys(arg).length === 1) continue;
+    const found = lookup(doc, path);
+    if ('value' in found && found.value === undefined) started = mingoUpdate(doc, { $set: { [path]: [] } }).length > 0 || started;
+  }
+  return started;
+}
+
 export interface ApplyContext {
   /** The update's selector: resolves positional (`a.$`) paths. */
   selector: Document;
@@ -190,8 +206,9 @@ export function applyModifier(doc: Document, modifier: Modifier, context: ApplyC
   const next = EJSON.clone(doc);
   try {
     checkTargets(next, ops);
+    const started = startPushedArrays(next, ops);
     const changed = mingoUpdate(next, ops, modifier.positional ? context.selector : undefined);
-    return changed.length > 0 ? next : doc;
+    return changed.length > 0 || started ? next : doc;
   } catch (error) {
     throw new Error(`Cannot apply update ${describe(modifier.ops)} to document ${describe(doc._id)}: ${(error as Error).message}`, {
       cause: error,
@@ -212,7 +229,10 @@ export function applyModifierToAll(docs: Document[], modifier: Modifier, context
   const ops = effectiveOperators(docs[0]!, modifier.ops, false);
   const next = docs.map((doc) => EJSON.clone(doc));
   try {
-    for (const doc of next) checkTargets(doc, ops);
+    for (const doc of next) {
+      checkTargets(doc, ops);
+      startPushedArrays(doc, ops);
+    }
     mingoUpdateAll(next, ops);
   } catch {
     return perDocument(); // which names the document the update cannot apply to
