@@ -219,6 +219,14 @@ for (const target of targets) {
       assert.deepEqual((await c.findOneAsync('a'))?.tags, ['z', 'z', 'y', 'x']);
     });
 
+    it('adds to a set a document whose fields are in another order, as MongoDB compares documents', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', pairs: [{ x: 1, y: 2 }] });
+      await c.updateAsync('a', { $addToSet: { pairs: { $each: [{ x: 1, y: 2 }, { y: 2, x: 1 }] } } });
+      const pairs = (await c.findOneAsync('a'))!.pairs as Array<Record<string, number>>;
+      assert.deepEqual(pairs.map((p) => Object.keys(p).join()), ['x,y', 'y,x']);
+    });
+
     it('evaluates MongoDB query operators', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'a', tags: ['red', 'blue'], n: 1, name: 'Alpha', items: [{ k: 1, v: 'x' }, { k: 2, v: 'y' }] });

@@ -142,7 +142,9 @@ function effectiveOperators(doc: Document, ops: Record<string, Document>, insert
  * `$addToSet` as the `$push` of the values its array lacks. mingo's compares the
  * array deduplicated with its old length: one already holding a duplicate
  * (`[a, a]`) took no new value, or lost its duplicates, where MongoDB keeps them
- * and adds the value. Positional paths and non-arrays stay with mingo (and checkTargets).
+ * and adds the value. A document is there only with the same fields in the same
+ * order, as MongoDB (and Meteor) compare them. Positional paths and non-arrays
+ * stay with mingo (and checkTargets).
  */
 function addToSetAsPush(doc: Document, ops: Record<string, Document>): Record<string, Document> {
   const { $addToSet, ...rest } = ops;
@@ -160,7 +162,7 @@ function addToSetAsPush(doc: Document, ops: Record<string, Document>): Record<st
     const existing = (current as unknown[] | undefined) ?? [];
     const missing: unknown[] = [];
     for (const value of values) {
-      const holds = (list: readonly unknown[]) => list.some((x) => EJSON.equals(x, value));
+      const holds = (list: readonly unknown[]) => list.some((x) => EJSON.equals(x, value, { keyOrderSensitive: true }));
       if (!holds(existing) && !holds(missing)) missing.push(value);
     }
     if (current === undefined || missing.length > 0) push[path] = { $each: missing };
