@@ -111,6 +111,14 @@ for (const target of targets) {
       assert.deepEqual(await c.findOneAsync(insertedId as string), { _id: insertedId, name: 'new', recent: [6, 7] });
     });
 
+    it("stores a field set to undefined as null, as MongoDB's driver does", async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'u', top: undefined, nested: { v: undefined }, list: [undefined, 1] });
+      await c.updateAsync('u', { $set: { later: undefined } });
+      assert.deepEqual(await c.findOneAsync('u'), { _id: 'u', top: null, nested: { v: null }, list: [null, 1], later: null });
+      assert.equal(await c.find({ top: { $exists: true }, later: { $exists: true } }).countAsync(), 1);
+    });
+
     it('replaces whole documents, keeping the id', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'r', a: 1, b: 2 });

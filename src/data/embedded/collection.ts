@@ -23,7 +23,7 @@ import { DuplicateKeyError, type CollectionDriver, type IndexDescription, type Q
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange, type IndexSpec } from './indexes.js';
 import { applyModifierToAll, assertValidDocument, buildUpsert, parseModifier } from '../../query/modifier.js';
-import { assertLoggable, type Mutation } from './records.js';
+import { assertLoggable, undefinedToNull, type Mutation } from './records.js';
 import { assertDocumentSize } from './document-size.js';
 import type { CollectionImage } from './snapshot.js';
 import { isOperatorObject } from '../../query/values.js';
@@ -182,6 +182,7 @@ export class EmbeddedCollection implements CollectionDriver {
     this.host.assertWritable();
     const parsed = parseModifier(modifier);
     assertUpdatePaths(modifier);
+    undefinedToNull(parsed.kind === 'replace' ? parsed.doc : parsed.ops); // parsed holds a private copy; mingo skips a $set to undefined
     if (options.multi && parsed.kind === 'replace') throw new Error('multi update only works with $ operators');
     const targets = this.matching(selector, options.multi ? Infinity : 1);
     if (targets.length === 0) {
@@ -248,6 +249,7 @@ export class EmbeddedCollection implements CollectionDriver {
 
   /** Every new version of a document comes here, before anything is applied. */
   private put(doc: Document): Mutation {
+    undefinedToNull(doc);
     assertLoggable(doc);
     assertDocumentSize(doc);
     return { op: 'put', collection: this.name, doc };
