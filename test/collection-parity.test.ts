@@ -209,6 +209,28 @@ for (const target of targets) {
       },
     );
 
+    it('sorts by $natural in insertion order, reversed with -1, and a live query of the latest stays right', unless(target.server, { ferretdb: 'refuses $natural on a collection that is not capped' }), async () => {
+      const c = collection();
+      for (const _id of ['m', 'a', 'z']) await c.insertAsync({ _id });
+      const ids = async (sort: Record<string, 1 | -1>, limit?: number) => c.find({}, { sort, limit }).mapAsync((d) => d._id);
+      assert.deepEqual(await ids({ $natural: 1 }), ['m', 'a', 'z']);
+      assert.deepEqual(await ids({ $natural: -1 }, 2), ['z', 'a']);
+      const latest = new Set<unknown>();
+      const handle = await c.find({}, { sort: { $natural: -1 }, limit: 2 }).observeChangesAsync({
+        added: (id) => void latest.add(id),
+        removed: (id) => void latest.delete(id),
+      });
+      try {
+        assert.deepEqual([...latest].sort(), ['a', 'z']);
+        await c.insertAsync({ _id: 'b' });
+        const deadline = Date.now() + 10_000;
+        while (!latest.has('b') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+        assert.deepEqual([...latest].sort(), ['b', 'z']);
+      } finally {
+        handle.stop();
+      }
+    });
+
     it('sorts a missing field as null, ties broken by the next key', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'b' });

@@ -17,7 +17,7 @@ import { EJSON } from '../../ddp/ejson.js';
 import { idStringify } from '../../ddp/ids.js';
 import { compileProjection } from '../../query/projection.js';
 import { compileSelector, selectorIds } from '../../query/selector.js';
-import { compileStableSort } from '../../query/sort.js';
+import { compileStableSort, sortsNaturally } from '../../query/sort.js';
 import type { ChangeOp } from '../change-source.js';
 import { DuplicateKeyError, type CollectionDriver, type IndexDescription, type QueryPlan, type QueryResult, type WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
@@ -35,6 +35,13 @@ export interface Entry {
   change: ChangeOp | undefined;
   /** Shows the mutation to readers: the store calls it once the mutation is in the log. */
   logged(): void;
+}
+
+/** The direction of a `$natural` sort (the collection's insertion order), or undefined for a sort by fields or none. */
+function naturalDirection(sort: QuerySpec['sort']): 1 | -1 | undefined {
+  if (!sortsNaturally(sort)) return undefined;
+  if (sort!.length > 1) throw new Error('Sort by $natural alone on the embedded store: it has no order that combines it with fields');
+  return sort![0]![1];
 }
 
 /** What a collection needs from its store. */
@@ -317,9 +324,12 @@ export class EmbeddedCollection implements CollectionDriver {
   private select(query: QuerySpec, plan?: QueryPlan): Document[] {
     const skip = query.skip ?? 0;
     const limit = query.limit ? query.limit : Infinity; // 0 means no limit, as in MongoDB
-    // Without a sort, the first matches in natural order are the answer.
-    const matches = this.matching(query.selector, query.sort ? Infinity : skip + limit, this.loggedCandidates(query.selector, plan), plan);
-    if (query.sort) matches.sort(compileStableSort(query.sort));
+    const natural = naturalDirection(query.sort);
+    const sort = natural ? undefined : query.sort;
+    // Without a sort (or by $natural ascending), the first matches in natural order are the answer.
+    const matches = this.matching(query.selector, sort || natural === -1 ? Infinity : skip + limit, this.loggedCandidates(query.selector, plan), plan);
+    if (natural === -1) matches.reverse();
+    else if (sort) matches.sort(compileStableSort(sort));
     return skip === 0 && limit >= matches.length ? matches : matches.slice(skip, skip + limit);
   }
 
