@@ -44,6 +44,7 @@ const QUERIES: Array<[selector: LocalSelector<Doc> & object, options: FindOption
   [{}, { sort: { age: 1, name: 1 }, skip: 1, limit: 2 }],
   [{}, { sort: [['address.city', 'asc'], ['name', 'desc']], projection: { address: 0, tags: 0 } }],
   [{ tags: { $elemMatch: { $eq: 'code' } } }, { sort: { name: 1 }, fields: { 'address.city': 1 } }],
+  [{ tags: { $type: 'string' } }, { sort: { name: 1 } }],
 ];
 
 describe('client collections: queries', () => {

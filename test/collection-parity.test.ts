@@ -93,6 +93,32 @@ for (const target of targets) {
       assert.equal(await c.updateAsync('missing', { $set: { a: 1 } }), 0);
     });
 
+    it("applies $push's $sort, $slice and $position to an array it creates, as to one that exists", unless(target.server, { ferretdb: "ignores $push's $sort, $slice and $position" }), async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'p' });
+      await c.updateAsync('p', {
+        $push: {
+          sorted: { $each: [3, 1, 2], $sort: 1 },
+          capped: { $each: [1, 2, 3, 4], $slice: -2 },
+          'o.top': { $each: [{ k: 2 }, { k: 9 }, { k: 5 }], $sort: { k: -1 }, $slice: 2 },
+        },
+      });
+      assert.deepEqual(await c.findOneAsync('p'), { _id: 'p', sorted: [1, 2, 3], capped: [3, 4], o: { top: [{ k: 9 }, { k: 5 }] } });
+      for (const _id of ['m1', 'm2']) await c.insertAsync({ _id, many: true });
+      assert.equal(await c.updateAsync({ many: true }, { $push: { list: { $each: [2, 1], $sort: 1, $position: 0 } } }, { multi: true }), 2);
+      assert.deepEqual(await c.find({ many: true }, { sort: { _id: 1 } }).mapAsync((d) => d.list), [[1, 2], [1, 2]]);
+      const { insertedId } = await c.upsertAsync({ name: 'new' }, { $push: { recent: { $each: [5, 6, 7], $slice: -2 } } });
+      assert.deepEqual(await c.findOneAsync(insertedId as string), { _id: insertedId, name: 'new', recent: [6, 7] });
+    });
+
+    it("stores a field set to undefined as null, as MongoDB's driver does", async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'u', top: undefined, nested: { v: undefined }, list: [undefined, 1] });
+      await c.updateAsync('u', { $set: { later: undefined } });
+      assert.deepEqual(await c.findOneAsync('u'), { _id: 'u', top: null, nested: { v: null }, list: [null, 1], later: null });
+      assert.equal(await c.find({ top: { $exists: true }, later: { $exists: true } }).countAsync(), 1);
+    });
+
     it('replaces whole documents, keeping the id', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'r', a: 1, b: 2 });
@@ -166,6 +192,45 @@ for (const target of targets) {
       assert.deepEqual(await c.find({ n: 1 }).mapAsync((d) => d._id), ['s1', 's5', 's9']);
     });
 
+    it(
+      'keeps the other fields with a $slice projection alone or beside exclusions, as MongoDB does',
+      unless(target.server, { ferretdb: 'refuses $slice projections', 'mongo-java-server': 'drops the connection on a $slice projection' }),
+      async () => {
+        const c = collection();
+        const post = { _id: 'p', title: 'T', comments: [1, 2, 3, 4], meta: { tags: ['a', 'b', 'c'], by: 'x' }, secret: 's' };
+        await c.insertAsync(post);
+        assert.deepEqual(await c.findOneAsync('p', { fields: { comments: { $slice: -2 } } }), { ...post, comments: [3, 4] });
+        assert.deepEqual(await c.findOneAsync('p', { fields: { secret: 0, _id: 0, 'meta.tags': { $slice: [1, 1] } } }), {
+          title: 'T',
+          comments: [1, 2, 3, 4],
+          meta: { tags: ['b'], by: 'x' },
+        });
+        assert.deepEqual(await c.findOneAsync('p', { fields: { title: 1, comments: { $slice: 1 } } }), { _id: 'p', title: 'T', comments: [1] });
+      },
+    );
+
+    it('sorts by $natural in insertion order, reversed with -1, and a live query of the latest stays right', unless(target.server, { ferretdb: 'refuses $natural on a collection that is not capped' }), async () => {
+      const c = collection();
+      for (const _id of ['m', 'a', 'z']) await c.insertAsync({ _id });
+      const ids = async (sort: Record<string, 1 | -1>, limit?: number) => c.find({}, { sort, limit }).mapAsync((d) => d._id);
+      assert.deepEqual(await ids({ $natural: 1 }), ['m', 'a', 'z']);
+      assert.deepEqual(await ids({ $natural: -1 }, 2), ['z', 'a']);
+      const latest = new Set<unknown>();
+      const handle = await c.find({}, { sort: { $natural: -1 }, limit: 2 }).observeChangesAsync({
+        added: (id) => void latest.add(id),
+        removed: (id) => void latest.delete(id),
+      });
+      try {
+        assert.deepEqual([...latest].sort(), ['a', 'z']);
+        await c.insertAsync({ _id: 'b' });
+        const deadline = Date.now() + 10_000;
+        while (!latest.has('b') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+        assert.deepEqual([...latest].sort(), ['b', 'z']);
+      } finally {
+        handle.stop();
+      }
+    });
+
     it('sorts a missing field as null, ties broken by the next key', async () => {
       const c = collection();
       await c.insertAsync({ _id: 'b' });
@@ -182,6 +247,14 @@ for (const target of targets) {
       await c.updateAsync('a', { $addToSet: { tags: 'y' } });
       await c.updateAsync('a', { $addToSet: { tags: { $each: ['z', 'x', 'x'] } } });
       assert.deepEqual((await c.findOneAsync('a'))?.tags, ['z', 'z', 'y', 'x']);
+    });
+
+    it('adds to a set a document whose fields are in another order, as MongoDB compares documents', async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'a', pairs: [{ x: 1, y: 2 }] });
+      await c.updateAsync('a', { $addToSet: { pairs: { $each: [{ x: 1, y: 2 }, { y: 2, x: 1 }] } } });
+      const pairs = (await c.findOneAsync('a'))!.pairs as Array<Record<string, number>>;
+      assert.deepEqual(pairs.map((p) => Object.keys(p).join()), ['x,y', 'y,x']);
     });
 
     it('evaluates MongoDB query operators', async () => {
@@ -203,6 +276,22 @@ for (const target of targets) {
       assert.deepEqual(await ids({ n: null }), ['c']);
     });
 
+    it("matches $type on an array's elements, as MongoDB does", async () => {
+      const c = collection();
+      await c.insertAsync({ _id: 'mixed', v: ['x', 1] });
+      await c.insertAsync({ _id: 'string', v: 'x' });
+      await c.insertAsync({ _id: 'objects', v: [{ k: 1 }] });
+      await c.insertAsync({ _id: 'dates', v: [new Date(0), null] });
+      await c.insertAsync({ _id: 'empty', v: [] });
+      const ids = async (selector: Record<string, unknown>) => (await c.find(selector, { sort: { _id: 1 } }).fetchAsync()).map((d) => d._id);
+      assert.deepEqual(await ids({ v: { $type: 'string' } }), ['mixed', 'string']);
+      assert.deepEqual(await ids({ v: { $type: 'number' } }), ['mixed']);
+      assert.deepEqual(await ids({ v: { $type: 'object' } }), ['objects']);
+      assert.deepEqual(await ids({ v: { $type: ['date', 'null'] } }), ['dates']);
+      assert.deepEqual(await ids({ v: { $type: 'array' } }), ['dates', 'empty', 'mixed', 'objects']);
+      assert.deepEqual(await ids({ 'v.k': { $type: 'number' } }), ['objects']);
+    });
+
     it('matches $elemMatch with several field conditions', unless(target.server, { ferretdb: '$elemMatch with field conditions fails with "unknown operator"' }), async () => {
       const c = collection();
       await c.insertAsync({ _id: 'a', items: [{ k: 1, v: 'x' }, { k: 2, v: 'y' }] });
@@ -219,6 +308,26 @@ for (const target of targets) {
       await assert.rejects(c.insertAsync({ _id: (await c.findOneAsync({ email: 'x@y.z' }))!._id }), (e: { code?: number }) => e.code === 11000);
       assert.equal(await c.find().countAsync(), 1);
     });
+
+    it(
+      "names the duplicated key and the index's keys in keyValue and keyPattern, as MongoDB's driver does",
+      unless(target.server, { ferretdb: 'sends neither with E11000', 'mongo-java-server': 'sends neither with E11000' }),
+      async () => {
+        const c = collection();
+        await c.createIndexAsync({ room: 1, seat: -1 }, { unique: true });
+        await c.insertAsync({ _id: 'first', room: 'a', seat: 1 });
+        const duplicate = (e: { code?: number; keyValue?: unknown; keyPattern?: unknown }) => {
+          assert.equal(e.code, 11000);
+          assert.deepEqual({ keyValue: e.keyValue, keyPattern: e.keyPattern }, { keyValue: { room: 'a', seat: 1 }, keyPattern: { room: 1, seat: -1 } });
+          return true;
+        };
+        await assert.rejects(c.insertAsync({ room: 'a', seat: 1 }), duplicate);
+        await assert.rejects(c.insertAsync({ _id: 'first' }), (e: { keyValue?: unknown; keyPattern?: unknown }) => {
+          assert.deepEqual({ keyValue: e.keyValue, keyPattern: e.keyPattern }, { keyValue: { _id: 'first' }, keyPattern: { _id: 1 } });
+          return true;
+        });
+      },
+    );
 
     it('reports a duplicate made by an update as 11000', unless(target.server, { ferretdb: 'answers code 1 (InternalError, "UNIQUE constraint failed")' }), async () => {
       const c = collection();
@@ -239,6 +348,46 @@ for (const target of targets) {
       await sparse.insertAsync({ _id: 'first' });
       await sparse.insertAsync({ _id: 'second' });
     });
+
+    it(
+      'refuses an update path with an empty part or a $-prefixed one, changing nothing',
+      unless(target.server, { 'mongo-java-server': "stores a field named '' for $set {'': 1} or {'.x': 1}, and renames to ''" }),
+      async () => {
+        const c = collection();
+        await c.insertAsync({ _id: 'p', a: 1, o: {} });
+        for (const modifier of [
+          { $set: { '': 1 } },
+          { $set: { 'b..c': 1 } },
+          { $set: { 'b.': 1 } },
+          { $set: { '.b': 1 } },
+          { $inc: { 'o..n': 1 } },
+          { $push: { '': 1 } },
+          { $unset: { '': 1 } },
+          { $rename: { a: '' } },
+          { $set: { 'o.$x': 1 } },
+        ]) {
+          await assert.rejects(c.updateAsync('p', modifier), JSON.stringify(modifier));
+        }
+        assert.deepEqual(await c.findOneAsync('p'), { _id: 'p', a: 1, o: {} });
+      },
+    );
+
+    it(
+      "refuses a document over MongoDB's 16 MiB limit, inserted or grown by an update, and takes one just under it",
+      unless(target.server, {
+        ferretdb: 'stores a 16.1 MiB document',
+        'mongo-java-server': 'drops the connection on a 16.1 MiB insert, and stores a document an update grows past 16 MiB',
+      }),
+      async () => {
+        const c = collection();
+        const MiB = 1024 * 1024;
+        await assert.rejects(c.insertAsync({ _id: 'over', s: 'x'.repeat(16 * MiB) }));
+        assert.equal(await c.findOneAsync('over'), undefined);
+        await c.insertAsync({ _id: 'under', s: 'x'.repeat(16 * MiB - 100) });
+        await assert.rejects(c.updateAsync('under', { $set: { more: 'y'.repeat(200) } }));
+        assert.deepEqual(Object.keys((await c.findOneAsync('under'))!), ['_id', 's']);
+      },
+    );
 
     it('iterates a cursor with forEachAsync and for await', async () => {
       const c = collection<{ _id: string; n: number }>();

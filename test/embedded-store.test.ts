@@ -181,6 +181,19 @@ describe('embedded store: documents', () => {
     assert.equal((await c.update({ _id: 'x' }, { $set: { _id: 'x', n: 2 } }, {})).numberAffected, 1, 'keeping _id is allowed');
   });
 
+  it('says what is wrong with an update of a large value in a short message', async () => {
+    const store = await open(tempDir());
+    const c = store.collection('c');
+    const big = 'x'.repeat(1024 * 1024);
+    await c.insert({ _id: 'x', n: 1, s: big });
+    for (const modifier of [{ $set: { a: big }, $push: { n: 1 } }, { $set: { 's.deep': 1 } }, { $inc: { n: big } }]) {
+      await assert.rejects(c.update({ _id: 'x' }, modifier, {}), (error: Error) => {
+        assert.ok(error.message.length < 1000, `${error.message.length} characters: ${error.message.slice(0, 300)}`);
+        return true;
+      });
+    }
+  });
+
   it('replaces documents, keeping _id and natural position', async () => {
     const store = await open(tempDir());
     const c = store.collection('c');

@@ -56,16 +56,25 @@ export interface StorageDriver {
 
 const DUPLICATE_KEY = defineThrownError('DUPLICATE_KEY', 11000, 'E11000 duplicate key error collection: {collection} index: {index} dup key: {key}');
 
-/** A duplicate key on a unique index: MongoDB's E11000, same code and message shape. */
+/**
+ * A duplicate key on a unique index: MongoDB's E11000, same code and message
+ * shape, and the fields MongoDB's driver gives it: `keyValue` (the key taken,
+ * as `{field: value}`) and `keyPattern` (the index's keys).
+ */
 export class DuplicateKeyError extends Error {
   readonly code = DUPLICATE_KEY.code;
+  readonly keyValue: Document;
+  readonly keyPattern: IndexKeys;
   constructor(
     collection: string,
     readonly index: string,
-    readonly key: unknown,
+    readonly key: Document,
+    keyPattern: IndexKeys,
   ) {
     super(`E11000 duplicate key error collection: ${collection} index: ${index} dup key: ${JSON.stringify(key)}`);
     this.name = 'DuplicateKeyError';
+    this.keyValue = key;
+    this.keyPattern = { ...keyPattern }; // the index's own stays out of reach
   }
 }
 

@@ -1,7 +1,7 @@
 /**
  * mingo-browser: what mingo.ts offers, for browser bundles. The selector,
- * projection and update operators are mingo's own (so a query means in a
- * page what it means on the server); the expression, aggregation and window
+ * projection and update operators are mingo's own, with MongoDB's `$type`
+ * (so a query means in a page what it means on the server); the expression, aggregation and window
  * operators stay out. package.json's "browser" field swaps this file in for
  * mingo.ts.
  *
@@ -16,6 +16,7 @@ import * as projectionOperators from 'mingo/operators/projection';
 import * as queryOperators from 'mingo/operators/query';
 import { Query } from 'mingo/query';
 import { update, updateMany } from 'mingo/updater';
+import { $type } from './type-operator.js';
 import type { Document } from './types.js';
 
 /** The query operators a page refuses. */
@@ -28,7 +29,7 @@ function refuse(operator: string): (field: string, value: unknown) => never {
 }
 
 const context = Context.init({
-  query: { ...queryOperators, ...Object.fromEntries(SERVER_ONLY_OPERATORS.map((op) => [op, refuse(op)])) },
+  query: { ...queryOperators, $type, ...Object.fromEntries(SERVER_ONLY_OPERATORS.map((op) => [op, refuse(op)])) },
   projection: projectionOperators,
 });
 // scriptEnabled lets `$where` reach its refusal instead of mingo's note about the option.

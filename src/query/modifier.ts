@@ -23,8 +23,10 @@ export type Modifier =
 
 const MOD_ON_ID = 'Mod on _id not allowed';
 
+/** A value in an error message, cut at 200 characters: an update refused over a 10 MB value is one short line, not 10 MB of log. */
 function describe(value: unknown): string {
-  return EJSON.stringify(value);
+  const text = EJSON.stringify(value);
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
 /** Top-level field names must not start with `$` or contain `.` (they would be read as operators or paths). */
@@ -140,7 +142,9 @@ function effectiveOperators(doc: Document, ops: Record<string, Document>, insert
  * `$addToSet` as the `$push` of the values its array lacks. mingo's compares the
  * array deduplicated with its old length: one already holding a duplicate
  * (`[a, a]`) took no new value, or lost its duplicates, where MongoDB keeps them
- * and adds the value. Positional paths and non-arrays stay with mingo (and checkTargets).
+ * and adds the value. A document is there only with the same fields in the same
+ * order, as MongoDB (and Meteor) compare them. Positional paths and non-arrays
+ * stay with mingo (and checkTargets).
  */
 function addToSetAsPush(doc: Document, ops: Record<string, Document>): Record<string, Document> {
   const { $addToSet, ...rest } = ops;
@@ -158,7 +162,7 @@ function addToSetAsPush(doc: Document, ops: Record<string, Document>): Record<st
     const existing = (current as unknown[] | undefined) ?? [];
     const missing: unknown[] = [];
     for (const value of values) {
-      const holds = (list: readonly unknown[]) => list.some((x) => EJSON.equals(x, value));
+      const holds = (list: readonly unknown[]) => list.some((x) => EJSON.equals(x, value, { keyOrderSensitive: true }));
       if (!holds(existing) && !holds(missing)) missing.push(value);
     }
     if (current === undefined || missing.length > 0) push[path] = { $each: missing };
@@ -167,6 +171,22 @@ function addToSetAsPush(doc: Document, ops: Record<string, Document>): Record<st
   if (Object.keys(push).length > 0) out.$push = { ...rest.$push, ...push };
   if (Object.keys(kept).length > 0) out.$addToSet = kept;
   return out;
+}
+
+/**
+ * A `$push` with `$sort`, `$slice` or `$position` to a field the document lacks:
+ * MongoDB makes the array, then applies them (`{$each: [3, 1], $sort: 1}`
+ * stores [1, 3]); mingo stored `$each` as given. Such fields start as [] here.
+ * Returns whether it started one.
+ */
+function startPushedArrays(doc: Document, ops: Record<string, Document>): boolean {
+  let started = false;
+  for (const [path, arg] of Object.entries(ops.$push ?? {})) {
+    if (path.includes('$') || !isPlainObject(arg) || !('$each' in arg) || Object.keys(arg).length === 1) continue;
+    const found = lookup(doc, path);
+    if ('value' in found && found.value === undefined) started = mingoUpdate(doc, { $set: { [path]: [] } }).length > 0 || started;
+  }
+  return started;
 }
 
 export interface ApplyContext {
@@ -188,8 +208,9 @@ export function applyModifier(doc: Document, modifier: Modifier, context: ApplyC
   const next = EJSON.clone(doc);
   try {
     checkTargets(next, ops);
+    const started = startPushedArrays(next, ops);
     const changed = mingoUpdate(next, ops, modifier.positional ? context.selector : undefined);
-    return changed.length > 0 ? next : doc;
+    return changed.length > 0 || started ? next : doc;
   } catch (error) {
     throw new Error(`Cannot apply update ${describe(modifier.ops)} to document ${describe(doc._id)}: ${(error as Error).message}`, {
       cause: error,
@@ -210,7 +231,10 @@ export function applyModifierToAll(docs: Document[], modifier: Modifier, context
   const ops = effectiveOperators(docs[0]!, modifier.ops, false);
   const next = docs.map((doc) => EJSON.clone(doc));
   try {
-    for (const doc of next) checkTargets(doc, ops);
+    for (const doc of next) {
+      checkTargets(doc, ops);
+      startPushedArrays(doc, ops);
+    }
     mingoUpdateAll(next, ops);
   } catch {
     return perDocument(); // which names the document the update cannot apply to

@@ -5,6 +5,7 @@
  */
 import type { Document, Projection } from './types.js';
 import { mingoProject } from './mingo.js';
+import { isPlainObject } from './values.js';
 
 type PathTree = { [key: string]: PathTree | true };
 
@@ -81,10 +82,54 @@ function exclude(value: unknown, tree: PathTree): unknown {
   return out;
 }
 
+type SliceArg = number | [number, number];
+
+/** The elements `$slice: arg` keeps of `list`: the first n, the last -n, or [skip, count] (a negative skip counts from the end). */
+function sliced(list: unknown[], arg: SliceArg): unknown[] {
+  if (typeof arg === 'number') return arg < 0 ? list.slice(arg) : list.slice(0, arg);
+  return list.slice(arg[0]).slice(0, arg[1]);
+}
+
+function isSliceArg(arg: unknown): arg is SliceArg {
+  return Number.isInteger(arg) || (Array.isArray(arg) && arg.length === 2 && arg.every(Number.isInteger) && arg[1] > 0);
+}
+
+/** `value` with the arrays at `parts` sliced (through arrays of sub-documents too); anything else is left as it is. */
+function sliceAt(value: unknown, parts: readonly string[], arg: SliceArg): unknown {
+  if (parts.length === 0) return Array.isArray(value) ? sliced(value, arg) : value;
+  if (Array.isArray(value)) return value.map((v) => sliceAt(v, parts, arg));
+  if (!isPlainObject(value) || !(parts[0]! in value)) return value;
+  return { ...value, [parts[0]!]: sliceAt(value[parts[0]!], parts.slice(1), arg) };
+}
+
+/**
+ * A projection of `$slice`s and exclusions only: MongoDB keeps every other field
+ * (`{comments: {$slice: -5}}` is the whole document with its last five
+ * comments), where mingo kept only the sliced fields, or refused exclusions.
+ */
+function compileSliceExclusion(entries: Array<[string, unknown]>): Projector | undefined {
+  const slices: Array<[string[], SliceArg]> = [];
+  const excluded: Projection = {};
+  for (const [path, v] of entries) {
+    if (v === 0 || v === false) excluded[path] = v;
+    else if (isOperatorProjection(v) && Object.keys(v as object).join() === '$slice' && isSliceArg((v as { $slice: unknown }).$slice)) {
+      slices.push([path.split('.'), (v as { $slice: SliceArg }).$slice]);
+    } else return undefined; // mingo's: it also says what is wrong with a bad one
+  }
+  if (slices.length === 0) return undefined;
+  const rest = Object.keys(excluded).length > 0 ? compileProjection(excluded) : IDENTITY;
+  return {
+    apply: (doc) => slices.reduce<Document>((out, [parts, arg]) => sliceAt(out, parts, arg) as Document, rest.apply(doc)),
+    topLevelFields: 'all',
+  };
+}
+
 export function compileProjection(spec: Projection | undefined): Projector {
   if (spec === undefined || Object.keys(spec).length === 0) return IDENTITY;
   const entries = Object.entries(spec);
   if (entries.some(([path, v]) => isOperatorProjection(v) || path.includes('$'))) {
+    const sliceExclusion = compileSliceExclusion(entries);
+    if (sliceExclusion) return sliceExclusion;
     try {
       mingoProject({}, spec);
     } catch (error) {

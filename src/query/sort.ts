@@ -65,3 +65,8 @@ export function compileStableSort(keys: SortKeys): Comparator {
     return x < y ? -1 : x > y ? 1 : 0;
   };
 }
+
+/** Whether a sort names `$natural`: the database's own order (insertion order on the embedded store), which no document field holds. */
+export function sortsNaturally(keys: SortKeys | undefined): boolean {
+  return keys?.some(([path]) => path === '$natural') ?? false;
+}

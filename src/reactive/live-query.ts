@@ -20,7 +20,7 @@ import { liveQueryMetrics } from './reactive-metrics.js';
 import { applyModifier, parseModifier } from '../query/modifier.js';
 import { compileProjection, widenProjection, type Projector } from '../query/projection.js';
 import { compileSelector, type Matcher } from '../query/selector.js';
-import { compileStableSort, type Comparator } from '../query/sort.js';
+import { compileStableSort, sortsNaturally, type Comparator } from '../query/sort.js';
 import type { ChangeEvent } from '../data/change-source.js';
 import { DocChange, ResultEntry, diffFields, type Fields } from './doc-change.js';
 
@@ -91,6 +91,7 @@ class HeldMap<V> extends Map<string, V> {
 
 function chooseStrategy(spec: QuerySpec, matcher: Matcher): { strategy: Strategy; reason: string } {
   if (!matcher.incremental) return { strategy: 'requery', reason: 'the selector needs the whole query re-run ($where, $near, $text or $expr)' };
+  if (sortsNaturally(spec.sort)) return { strategy: 'requery', reason: 'a $natural sort is the database\'s own order, which no change event tells' };
   if ((spec.limit || spec.skip) && !spec.sort) return { strategy: 'requery', reason: 'limit or skip without sort has no stable window' };
   if (spec.limit || spec.skip) return { strategy: 'window', reason: 'sorted window kept from change events with a buffer' };
   return { strategy: 'set', reason: 'matched from change events' };

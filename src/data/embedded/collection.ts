@@ -17,15 +17,17 @@ import { EJSON } from '../../ddp/ejson.js';
 import { idStringify } from '../../ddp/ids.js';
 import { compileProjection } from '../../query/projection.js';
 import { compileSelector, selectorIds } from '../../query/selector.js';
-import { compileStableSort } from '../../query/sort.js';
+import { compileStableSort, sortsNaturally } from '../../query/sort.js';
 import type { ChangeOp } from '../change-source.js';
 import { DuplicateKeyError, type CollectionDriver, type IndexDescription, type QueryPlan, type QueryResult, type WriteOutcome } from '../driver.js';
 import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, UpdateResult } from '../types.js';
 import { ID_INDEX, IndexSet, indexSpec, sameIndex, type IndexedChange, type IndexSpec } from './indexes.js';
 import { applyModifierToAll, assertValidDocument, buildUpsert, parseModifier } from '../../query/modifier.js';
-import { assertLoggable, type Mutation } from './records.js';
+import { assertLoggable, undefinedToNull, type Mutation } from './records.js';
+import { assertDocumentSize } from './document-size.js';
 import type { CollectionImage } from './snapshot.js';
 import { isOperatorObject } from '../../query/values.js';
+import { assertUpdatePaths } from '../../query/update-paths.js';
 
 export interface Entry {
   mutation: Mutation;
@@ -33,6 +35,13 @@ export interface Entry {
   change: ChangeOp | undefined;
   /** Shows the mutation to readers: the store calls it once the mutation is in the log. */
   logged(): void;
+}
+
+/** The direction of a `$natural` sort (the collection's insertion order), or undefined for a sort by fields or none. */
+function naturalDirection(sort: QuerySpec['sort']): 1 | -1 | undefined {
+  if (!sortsNaturally(sort)) return undefined;
+  if (sort!.length > 1) throw new Error('Sort by $natural alone on the embedded store: it has no order that combines it with fields');
+  return sort![0]![1];
 }
 
 /** What a collection needs from its store. */
@@ -179,6 +188,8 @@ export class EmbeddedCollection implements CollectionDriver {
   async update(selector: Document, modifier: Document, options: UpdateOptions): Promise<UpdateResult & WriteOutcome> {
     this.host.assertWritable();
     const parsed = parseModifier(modifier);
+    assertUpdatePaths(modifier);
+    undefinedToNull(parsed.kind === 'replace' ? parsed.doc : parsed.ops); // parsed holds a private copy; mingo skips a $set to undefined
     if (options.multi && parsed.kind === 'replace') throw new Error('multi update only works with $ operators');
     const targets = this.matching(selector, options.multi ? Infinity : 1);
     if (targets.length === 0) {
@@ -245,7 +256,9 @@ export class EmbeddedCollection implements CollectionDriver {
 
   /** Every new version of a document comes here, before anything is applied. */
   private put(doc: Document): Mutation {
+    undefinedToNull(doc);
     assertLoggable(doc);
+    assertDocumentSize(doc);
     return { op: 'put', collection: this.name, doc };
   }
 
@@ -290,7 +303,7 @@ export class EmbeddedCollection implements CollectionDriver {
 
   private checkInsert(doc: Document): void {
     const id = idStringify(doc._id);
-    if (this.docs.has(id)) throw new DuplicateKeyError(this.name, ID_INDEX, { _id: doc._id });
+    if (this.docs.has(id)) throw new DuplicateKeyError(this.name, ID_INDEX, { _id: doc._id }, { _id: 1 });
     this.indexes.check([{ id, doc }]);
   }
 
@@ -311,9 +324,12 @@ export class EmbeddedCollection implements CollectionDriver {
   private select(query: QuerySpec, plan?: QueryPlan): Document[] {
     const skip = query.skip ?? 0;
     const limit = query.limit ? query.limit : Infinity; // 0 means no limit, as in MongoDB
-    // Without a sort, the first matches in natural order are the answer.
-    const matches = this.matching(query.selector, query.sort ? Infinity : skip + limit, this.loggedCandidates(query.selector, plan), plan);
-    if (query.sort) matches.sort(compileStableSort(query.sort));
+    const natural = naturalDirection(query.sort);
+    const sort = natural ? undefined : query.sort;
+    // Without a sort (or by $natural ascending), the first matches in natural order are the answer.
+    const matches = this.matching(query.selector, sort || natural === -1 ? Infinity : skip + limit, this.loggedCandidates(query.selector, plan), plan);
+    if (natural === -1) matches.reverse();
+    else if (sort) matches.sort(compileStableSort(sort));
     return skip === 0 && limit >= matches.length ? matches : matches.slice(skip, skip + limit);
   }
 

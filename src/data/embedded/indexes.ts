@@ -185,7 +185,7 @@ export class IndexSet {
     for (const [id, doc] of docs) {
       if (spec.unique) {
         for (const key of index.keysOf(doc)) {
-          if (index.holders(key)?.size) throw new DuplicateKeyError(this.collection, spec.name, index.keyDocument(key));
+          if (index.holders(key)?.size) throw new DuplicateKeyError(this.collection, spec.name, index.keyDocument(key), spec.keys);
         }
       }
       index.add(id, doc);
@@ -229,7 +229,7 @@ export class IndexSet {
           const other = claimed.get(key);
           let taken = other !== undefined && other !== id;
           for (const holder of index.holders(key) ?? NONE) if (holder !== id && !changing.has(holder)) taken = true;
-          if (taken) throw new DuplicateKeyError(this.collection, index.spec.name, index.keyDocument(key));
+          if (taken) throw new DuplicateKeyError(this.collection, index.spec.name, index.keyDocument(key), index.spec.keys);
           claimed.set(key, id);
         }
       }

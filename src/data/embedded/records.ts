@@ -58,6 +58,20 @@ export function assertLoggable(value: unknown, path = ''): void {
   }
 }
 
+/**
+ * Stores undefined as null, in place (in the store's own copy of a document):
+ * the log cannot hold undefined (JSON leaves the field out), so a field set to
+ * undefined was there until a restart and gone after it; MongoDB's driver
+ * stores null.
+ */
+export function undefinedToNull(value: Record<string, unknown> | unknown[]): void {
+  for (const key in value) {
+    const item = (value as Record<string, unknown>)[key];
+    if (item === undefined) (value as Record<string, unknown>)[key] = null;
+    else if (Array.isArray(item) || isPlainObject(item)) undefinedToNull(item);
+  }
+}
+
 /** A record that could not be read or applied: where, why, and its text. */
 export interface DamagedRecord {
   file: string;

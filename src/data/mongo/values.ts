@@ -7,59 +7,16 @@
  * Both directions copy only what they change.
  */
 import { BSON, Binary, ObjectId } from 'mongodb';
-import { EJSON, isCustomType } from '../../ddp/ejson.js';
+import { EJSON } from '../../ddp/ejson.js';
 import { ObjectID } from '../../ddp/object-id.js';
+import { isPlain, mapValues, renameKeys, toBsonShape, type BsonClasses } from '../bson-shape.js';
 
 type Plain = Record<string, unknown>;
 
-function mapValues(value: unknown, convert: (v: unknown) => unknown): unknown {
-  if (Array.isArray(value)) {
-    let out: unknown[] | undefined;
-    for (let i = 0; i < value.length; i++) {
-      const item: unknown = value[i];
-      const next = convert(item);
-      if (next !== item && !out) out = value.slice(0, i);
-      if (out) out.push(next);
-    }
-    return out ?? value;
-  }
-  const obj = value as Plain;
-  let out: Plain | undefined;
-  for (const key in obj) {
-    const item = obj[key];
-    const next = convert(item);
-    if (next !== item && !out) {
-      out = {};
-      for (const k in obj) {
-        if (k === key) break;
-        out[k] = obj[k];
-      }
-    }
-    if (out) out[key] = next;
-  }
-  return out ?? obj;
-}
-
-function renameKeys(value: unknown, rename: (key: string) => string): unknown {
-  if (Array.isArray(value)) return value.map((v) => renameKeys(v, rename));
-  if (value === null || typeof value !== 'object') return value;
-  const out: Plain = {};
-  for (const [key, v] of Object.entries(value)) out[rename(key)] = renameKeys(v, rename);
-  return out;
-}
-
-function isPlain(value: object): boolean {
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null || Array.isArray(value);
-}
+const DRIVER_CLASSES: BsonClasses = { objectId: (hex) => new ObjectId(hex), binary: (bytes) => new Binary(bytes) };
 
 export function toMongo(value: unknown): unknown {
-  if (value === null || typeof value !== 'object') return value;
-  if (value instanceof ObjectID) return new ObjectId(value.toHexString());
-  if (value instanceof Uint8Array) return new Binary(value);
-  if (value instanceof Date || value instanceof RegExp) return value;
-  if (!isPlain(value) && isCustomType(value)) return renameKeys(EJSON.toJSONValue(value), (key) => `EJSON${key}`);
-  return mapValues(value, toMongo);
+  return toBsonShape(value, DRIVER_CLASSES);
 }
 
 export function fromMongo(value: unknown): unknown {
