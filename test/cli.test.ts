@@ -3,8 +3,16 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { adviseCommand, capacityCommand, topCommand } from '../src/cli/apm.js';
+import { helpText, parseCommand } from '../src/cli/args.js';
+import { autoscaleCommand } from '../src/cli/autoscale.js';
+import { createCommand } from '../src/cli/create.js';
+import { devCommand } from '../src/cli/dev.js';
+import { loadCommand } from '../src/cli/load.js';
+import { startCommand } from '../src/cli/start.js';
+import { storeCommand } from '../src/cli/store.js';
 import { DDPClient } from '../src/client/node.js';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
@@ -13,6 +21,8 @@ import { CLI, eventually, exited, spawnPerseid, startPerseid, type PerseidProces
 import { needsServices } from './skips.js';
 
 const APP = 'dist/examples/tasks/app.js';
+/** Every command, in the order `perseid --help` lists them. */
+const SPECS = { create: createCommand, dev: devCommand, start: startCommand, load: loadCommand, autoscale: autoscaleCommand, top: topCommand, advise: adviseCommand, capacity: capacityCommand, store: storeCommand };
 const mongo = await serviceUrl('mongo-java-server');
 
 /** Bounded: a command that should have refused its arguments but runs on is killed, and fails on its status. */
@@ -49,6 +59,20 @@ describe('perseid CLI', () => {
       assert.match(out.stdout, /Usage: perseid start <app-module>/);
       assert.match(out.stdout, /--port <port>.*env PORT/);
       assert.match(out.stdout, /--data-dir <dir>.*env PERSEID_DATA_DIR/);
+    }
+  });
+
+  it('gives an example in every command\'s help, whose flags the command takes; create\'s makes the app', () => {
+    const listed = [...run(['--help']).stdout.matchAll(/^ {2}(\w+) {2,}/gm)].map((m) => m[1]!);
+    assert.deepEqual(listed, Object.keys(SPECS));
+    for (const [name, spec] of Object.entries(SPECS)) {
+      const example = new RegExp(`^Example: perseid ${name} (.+)$`, 'm').exec(helpText(spec))?.[1];
+      assert.ok(example, `perseid ${name} --help has no example`);
+      assert.doesNotThrow(() => parseCommand(spec, example.split(' '), {}), `perseid ${name} ${example}`);
+      if (name === 'create') {
+        const made = spawnSync(process.execPath, [resolve(CLI), name, ...example.split(' ')], { cwd: tempDir(), encoding: 'utf8', timeout: 15000 });
+        assert.equal(made.status, 0, made.stderr);
+      }
     }
   });
 

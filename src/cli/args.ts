@@ -20,6 +20,8 @@ export interface CommandSpec {
   name: string;
   summary: string;
   usage: string;
+  /** A command line that works when copied (in an app made by `perseid create`, or against its running server). */
+  example: string;
   options: Record<string, OptionSpec>;
   /** Extra paragraphs for --help. */
   details?: string;
@@ -30,7 +32,7 @@ export interface CommandSpec {
 export class UsageError extends Error {}
 
 export function helpText(command: CommandSpec): string {
-  const lines = [`${command.summary}`, '', `Usage: ${command.usage}`, '', 'Options:'];
+  const lines = [`${command.summary}`, '', `Usage: ${command.usage}`, `Example: ${command.example}`, '', 'Options:'];
   const rows = Object.entries(command.options).map(([name, spec]) => {
     const flag = `${spec.short ? `-${spec.short}, ` : '    '}--${name}${spec.value ? ` ${spec.value}` : ''}`;
     const extra = [spec.env ? `env ${spec.env}` : '', spec.default !== undefined && spec.default !== false ? `default ${String(spec.default)}` : '']
