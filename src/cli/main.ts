@@ -13,7 +13,9 @@ const [wantMajor = 0, wantMinor = 0] = /(\d+)\.(\d+)/.exec(engines.node)?.slice(
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 
 if (major < wantMajor || (major === wantMajor && minor < wantMinor)) {
-  process.stderr.write(`perseid: needs Node ${wantMajor}.${wantMinor} or later, and this is Node ${process.versions.node}: install a newer Node (https://nodejs.org) and run it again\n`);
+  // Named as the commands name themselves in their errors ("perseid start: ..."), when the first argument is one.
+  const command = /^[a-z]+$/.test(process.argv[2] ?? '') ? ` ${process.argv[2]}` : '';
+  process.stderr.write(`perseid${command}: needs Node ${wantMajor}.${wantMinor} or later, and this is Node ${process.versions.node}: install a newer Node (https://nodejs.org) and run it again\n`);
   process.exitCode = 1;
 } else {
   await import('./run.js');
