@@ -1,7 +1,7 @@
 /** The `perseid` command: help, usage errors, and a real server process started, used, killed and restarted. */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -105,6 +105,23 @@ describe('perseid CLI', () => {
       const out = run(args);
       assert.equal(out.status, 2, args.join(' '));
       assert.match(out.stderr, message);
+    }
+  });
+
+  it('says to put -- before its options when npm took one for itself (npm run dev --port 4000)', () => {
+    const dir = tempDir();
+    const cli = `node ${JSON.stringify(resolve(CLI))}`;
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', scripts: { start: `${cli} start app.js`, dev: `${cli} dev app.js` } }));
+    const npm = (args: string[]) => spawnSync('npm', args, { cwd: dir, encoding: 'utf8', timeout: 30000, env: { ...process.env, npm_config_loglevel: 'error' } });
+    // npm hands 4000 on as an argument, which was refused as a second app module; with --port=4000 the server ran on 3000.
+    const cases: Array<[string[], string]> = [
+      [['start', '--port', '4000'], 'perseid start: npm took --port as an option of its own: put -- before the options for perseid, as in npm start -- --port <port>'],
+      [['run', 'dev', '--port=4000'], 'perseid dev: npm took --port as an option of its own: put -- before the options for perseid, as in npm run dev -- --port 4000'],
+    ];
+    for (const [args, line] of cases) {
+      const out = npm(args);
+      assert.notEqual(out.status, 0, `npm ${args.join(' ')}`);
+      assert.ok(out.stderr.split('\n').includes(line), `npm ${args.join(' ')}:\n${out.stderr}`);
     }
   });
 

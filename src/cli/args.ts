@@ -1,6 +1,7 @@
 /** Command-line parsing shared by every `perseid` command: options, environment fallbacks, help. */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { nearestName } from '../nearest-name.js';
+import { flagNpmTook } from './npm-flags.js';
 
 export interface OptionSpec {
   type: 'string' | 'boolean';
@@ -55,6 +56,8 @@ export interface Parsed {
 
 /** Parses argv for `command`; flags win over environment variables, which win over defaults. */
 export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.ProcessEnv = process.env): Parsed {
+  const npmTook = flagNpmTook(command.options, env);
+  if (npmTook) throw new UsageError(npmTook);
   const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
   for (const [name, spec] of Object.entries(command.options)) {
     options[name] = { type: spec.type, ...(spec.short ? { short: spec.short } : {}), ...(spec.multiple ? { multiple: true } : {}) };
