@@ -181,7 +181,11 @@ describe('perseid CLI', () => {
     assert.equal(await exited(server.child), 0);
     const refused = run(['start', APP, '--data-dir', dir], { PORT: 'x' });
     assert.equal(refused.status, 2);
-    assert.match(refused.stderr, /--port must be an integer/);
+    // Named as it was set: '--port must be ...' sent one who never typed --port looking for a flag.
+    assert.match(refused.stderr, /^perseid start: PORT must be an integer from 0 to 65535 \(got x\)$/m);
+    const bytes = run(['start', APP, '--data-dir', dir], { PERSEID_MAX_BUFFERED: 'lots' });
+    assert.match(bytes.stderr, /^perseid start: PERSEID_MAX_BUFFERED must be a byte count/m);
+    assert.match(run(['start', APP, '--data-dir', dir, '--port', 'x'], { PORT: '3000' }).stderr, /^perseid start: --port must be an integer/m);
   });
 
   // From the moment it listens, /health answers, and a supervisor that waits for that (autoscale --local, an
