@@ -27,6 +27,20 @@ describe('perseid start: start-up errors', () => {
     assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
   });
 
+  it('says in one line that it needs a newer Node, on a Node older than its engines, for every command', () => {
+    // This Node, taken for 18 and for 20.18: on a real Node 18 the command failed to link (no zlib.crc32), with a stack trace, --help too.
+    const dir = appDir({ 'app.js': OK_APP });
+    for (const version of ['18.20.8', '20.18.0']) {
+      const older = { NODE_OPTIONS: `--import=data:text/javascript,Object.defineProperty(process.versions,'node',{value:'${version}'})` };
+      assertOneLine(perseid(dir, ['start', 'app.js'], older), new RegExp(`^perseid start: needs Node 20\\.19 or later, and this is Node ${version.replaceAll('.', '\\.')}: install a newer Node \\(https://nodejs\\.org\\) and run it again$`));
+      for (const args of [['--help'], ['--version']]) {
+        const out = perseid(dir, args, older);
+        assert.deepEqual([out.status, out.stdout, out.stderr], [1, '', `perseid: needs Node 20.19 or later, and this is Node ${version}: install a newer Node (https://nodejs.org) and run it again\n`]);
+      }
+    }
+    assert.equal(existsSync(join(dir, '.perseid')), false, 'no data directory');
+  });
+
   it('gives the file and line of a syntax error, in the app or in a file it imports, and makes nothing', () => {
     const dir = appDir({
       'app.js': 'export default function app(server) {\n  server.methods({ a() { return 1 }; });\n}\n',
@@ -77,7 +91,8 @@ describe('perseid start: start-up errors', () => {
 
   it('says what to change when the module format is the wrong one', () => {
     const esmInCjs = appDir({ 'app.js': 'import { Collection } from "perseid";\nexport default function () {}\n' }, 'commonjs');
-    assertOneLine(perseid(esmInCjs, ['start', 'app.js']), /app\.js uses import\/export but Node loads it as CommonJS: add "type": "module" to package\.json \(or rename it to app\.mjs\)/);
+    // As npm init -y leaves it: "type": "commonjs", to be changed rather than added to.
+    assertOneLine(perseid(esmInCjs, ['start', 'app.js']), /app\.js uses import\/export but Node loads it as CommonJS: set "type": "module" in package\.json \(or rename it to app\.mjs\)/);
     const cjsInEsm = appDir({ 'app.js': 'const { Collection } = require("perseid");\nmodule.exports = function () {};\n' });
     assertOneLine(perseid(cjsInEsm, ['start', 'app.js']), /app\.js:1:\d+ uses require but Node loads it as an ES module .*rename it to app\.cjs/);
   });

@@ -1,10 +1,18 @@
 /** The `perseid` command: help, usage errors, and a real server process started, used, killed and restarted. */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { adviseCommand, capacityCommand, topCommand } from '../src/cli/apm.js';
+import { helpText, parseCommand } from '../src/cli/args.js';
+import { autoscaleCommand } from '../src/cli/autoscale.js';
+import { createCommand } from '../src/cli/create.js';
+import { devCommand } from '../src/cli/dev.js';
+import { loadCommand } from '../src/cli/load.js';
+import { startCommand } from '../src/cli/start.js';
+import { storeCommand } from '../src/cli/store.js';
 import { DDPClient } from '../src/client/node.js';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
@@ -13,6 +21,8 @@ import { CLI, eventually, exited, spawnPerseid, startPerseid, type PerseidProces
 import { needsServices } from './skips.js';
 
 const APP = 'dist/examples/tasks/app.js';
+/** Every command, in the order `perseid --help` lists them. */
+const SPECS = { create: createCommand, dev: devCommand, start: startCommand, load: loadCommand, autoscale: autoscaleCommand, top: topCommand, advise: adviseCommand, capacity: capacityCommand, store: storeCommand };
 const mongo = await serviceUrl('mongo-java-server');
 
 /** Bounded: a command that should have refused its arguments but runs on is killed, and fails on its status. */
@@ -52,6 +62,20 @@ describe('perseid CLI', () => {
     }
   });
 
+  it('gives an example in every command\'s help, whose flags the command takes; create\'s makes the app', () => {
+    const listed = [...run(['--help']).stdout.matchAll(/^ {2}(\w+) {2,}/gm)].map((m) => m[1]!);
+    assert.deepEqual(listed, Object.keys(SPECS));
+    for (const [name, spec] of Object.entries(SPECS)) {
+      const example = new RegExp(`^Example: perseid ${name} (.+)$`, 'm').exec(helpText(spec))?.[1];
+      assert.ok(example, `perseid ${name} --help has no example`);
+      assert.doesNotThrow(() => parseCommand(spec, example.split(' '), {}), `perseid ${name} ${example}`);
+      if (name === 'create') {
+        const made = spawnSync(process.execPath, [resolve(CLI), name, ...example.split(' ')], { cwd: tempDir(), encoding: 'utf8', timeout: 15000 });
+        assert.equal(made.status, 0, made.stderr);
+      }
+    }
+  });
+
   it('exits 2 with a clear message on bad usage', () => {
     const cases: Array<[string[], RegExp]> = [
       [['frobnicate'], /unknown command 'frobnicate'/],
@@ -81,6 +105,23 @@ describe('perseid CLI', () => {
       const out = run(args);
       assert.equal(out.status, 2, args.join(' '));
       assert.match(out.stderr, message);
+    }
+  });
+
+  it('says to put -- before its options when npm took one for itself (npm run dev --port 4000)', () => {
+    const dir = tempDir();
+    const cli = `node ${JSON.stringify(resolve(CLI))}`;
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', scripts: { start: `${cli} start app.js`, dev: `${cli} dev app.js` } }));
+    const npm = (args: string[]) => spawnSync('npm', args, { cwd: dir, encoding: 'utf8', timeout: 30000, env: { ...process.env, npm_config_loglevel: 'error' } });
+    // npm hands 4000 on as an argument, which was refused as a second app module; with --port=4000 the server ran on 3000.
+    const cases: Array<[string[], string]> = [
+      [['start', '--port', '4000'], 'perseid start: npm took --port as an option of its own: put -- before the options for perseid, as in npm start -- --port <port>'],
+      [['run', 'dev', '--port=4000'], 'perseid dev: npm took --port as an option of its own: put -- before the options for perseid, as in npm run dev -- --port 4000'],
+    ];
+    for (const [args, line] of cases) {
+      const out = npm(args);
+      assert.notEqual(out.status, 0, `npm ${args.join(' ')}`);
+      assert.ok(out.stderr.split('\n').includes(line), `npm ${args.join(' ')}:\n${out.stderr}`);
     }
   });
 
@@ -140,7 +181,11 @@ describe('perseid CLI', () => {
     assert.equal(await exited(server.child), 0);
     const refused = run(['start', APP, '--data-dir', dir], { PORT: 'x' });
     assert.equal(refused.status, 2);
-    assert.match(refused.stderr, /--port must be an integer/);
+    // Named as it was set: '--port must be ...' sent one who never typed --port looking for a flag.
+    assert.match(refused.stderr, /^perseid start: PORT must be an integer from 0 to 65535 \(got x\)$/m);
+    const bytes = run(['start', APP, '--data-dir', dir], { PERSEID_MAX_BUFFERED: 'lots' });
+    assert.match(bytes.stderr, /^perseid start: PERSEID_MAX_BUFFERED must be a byte count/m);
+    assert.match(run(['start', APP, '--data-dir', dir, '--port', 'x'], { PORT: '3000' }).stderr, /^perseid start: --port must be an integer/m);
   });
 
   // From the moment it listens, /health answers, and a supervisor that waits for that (autoscale --local, an

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
 import { trace as otelTrace } from '@opentelemetry/api';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -428,6 +428,31 @@ describe('docs samples', () => {
     for (const name of Object.keys(SPECS)) {
       const help = spawnSync(process.execPath, [CLI, name, '--help'], { encoding: 'utf8' });
       assert.equal(help.status, 0, `perseid ${name} --help`);
+    }
+  });
+
+  it('the type check the docs give passes on the TypeScript app of getting-started, and fails on a type error', () => {
+    const lines = blocks
+      .filter((b) => b.lang === 'sh')
+      .flatMap((b) => b.text.split('\n').map((raw) => ({ page: `${b.page}:${b.line}`, words: raw.replace(/\s+#.*$/, '').trim().split(/\s+/) })))
+      .filter(({ words }) => words[0] === 'npx' && words[1] === 'tsc');
+    assert.ok(lines.length >= 1, 'a shell block with the npx tsc line that checks an app\'s types');
+    // An app as npm install leaves it: Perseid, typescript and @types/node in node_modules (linked from this checkout's).
+    const app = mkdtempSync(join(work, 'typed-app-'));
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ type: 'module' }));
+    mkdirSync(join(app, 'node_modules/@types'), { recursive: true });
+    for (const name of ['typescript', '@types/node']) symlinkSync(join(ROOT, 'node_modules', name), join(app, 'node_modules', name));
+    symlinkSync(ROOT, join(app, 'node_modules/perseid'));
+    const source = readFileSync('docs/samples/getting-started/app.ts', 'utf8');
+    for (const { page, words } of lines) {
+      const tsc = (code: string) => {
+        writeFileSync(join(app, 'app.ts'), code);
+        return spawnSync(process.execPath, [join(app, 'node_modules/typescript/bin/tsc'), ...words.slice(2)], { cwd: app, encoding: 'utf8', timeout: 60000 });
+      };
+      const good = tsc(source);
+      assert.equal(good.status, 0, `${page}: ${words.join(' ')}: ${good.stdout}${good.stderr}`);
+      const bad = tsc(source.replace('at: new Date()', "at: 'today'"));
+      assert.match(bad.stdout, /app\.ts\(\d+,\d+\): error TS2322/, `${page}: ${words.join(' ')}`);
     }
   });
 });

@@ -122,7 +122,7 @@ describe('perseid start --role and perseid autoscale on the command line', () =>
       [['start', 'dist/examples/jobs/app.js', '--port', '0'], { MONGO_URL: '', PERSEID_ROLE: 'jobs' }, /--role jobs needs MONGO_URL/],
       // The tasks app defines no jobs: the settings are checked all the same.
       [['start', 'dist/examples/tasks/app.js', '--jobs-concurrency', '0'], {}, /--jobs-concurrency must be an integer from 1 to 1000 \(got 0\)/],
-      [['start', 'dist/examples/tasks/app.js'], { PERSEID_JOBS_CONCURRENCY: '0' }, /--jobs-concurrency must be an integer from 1 to 1000 \(got 0\)/],
+      [['start', 'dist/examples/tasks/app.js'], { PERSEID_JOBS_CONCURRENCY: '0' }, /PERSEID_JOBS_CONCURRENCY must be an integer from 1 to 1000 \(got 0\)/],
       [['start', 'dist/examples/tasks/app.js', '--jobs-poll-ms', '-1'], {}, /--jobs-poll-ms must be an integer from 10 to 3600000 \(got -1\)/],
       [['autoscale', '--min', '1'], { MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /say how to scale: --local <app>/],
       [['autoscale', '--dry-run', '--local', 'app.js'], { MONGO_URL: 'mongodb://127.0.0.1:1/x' }, /choose one of --local, --dry-run/],

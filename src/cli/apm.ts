@@ -21,6 +21,7 @@ export const topCommand: CommandSpec = {
   name: 'top',
   summary: 'Show a running server\'s methods, publications, live queries, process, slowest calls, errors, advice and capacity, refreshed.',
   usage: 'perseid top [--url <url>] [options]',
+  example: 'perseid top --url http://127.0.0.1:3000',
   options: {
     ...common,
     interval: { type: 'string', default: '2000', value: '<ms>', help: 'Refresh every this many milliseconds' },
@@ -35,6 +36,7 @@ export const adviseCommand: CommandSpec = {
   name: 'advise',
   summary: 'Print the index advice of a running server: the createIndexAsync lines to run for the queries that scan, and indexes a longer one covers.',
   usage: 'perseid advise [--url <url>] [options]',
+  example: 'perseid advise --url http://127.0.0.1:3000',
   options: common,
 };
 
@@ -42,6 +44,7 @@ export const capacityCommand: CommandSpec = {
   name: 'capacity',
   summary: 'Print a running server\'s CPU and memory per 100 sessions (and users), its event-loop headroom, and the instances N sessions need.',
   usage: 'perseid capacity [--url <url>] [--sessions <n>] [options]',
+  example: 'perseid capacity --url http://127.0.0.1:3000 --sessions 10000',
   options: {
     ...common,
     sessions: { type: 'string', value: '<n>', help: 'Plan for this many sessions: how many instances they need (without it, only the figures measured)' },

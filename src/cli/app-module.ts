@@ -70,8 +70,9 @@ function explainLoadError(error: unknown, file: string): StartupError {
   const code = (error as NodeJS.ErrnoException).code;
   const pkg = 'package.json';
   if (/Cannot use import statement outside a module|Unexpected token 'export'/.test(message)) {
+    // "set", not "add": a package.json from npm init -y says "type": "commonjs", to be changed rather than added to.
     return new StartupError(
-      `${name} uses import/export but Node loads it as CommonJS: add "type": "module" to ${pkg} (or rename it to ${basename(file).replace(/\.[^.]+$/, '.mjs')})`,
+      `${name} uses import/export but Node loads it as CommonJS: set "type": "module" in ${pkg} (or rename it to ${basename(file).replace(/\.[^.]+$/, '.mjs')})`,
       error,
     );
   }

@@ -1,6 +1,7 @@
 /** Command-line parsing shared by every `perseid` command: options, environment fallbacks, help. */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { nearestName } from '../nearest-name.js';
+import { flagNpmTook } from './npm-flags.js';
 
 export interface OptionSpec {
   type: 'string' | 'boolean';
@@ -20,6 +21,8 @@ export interface CommandSpec {
   name: string;
   summary: string;
   usage: string;
+  /** A command line that works when copied (in an app made by `perseid create`, or against its running server). */
+  example: string;
   options: Record<string, OptionSpec>;
   /** Extra paragraphs for --help. */
   details?: string;
@@ -30,7 +33,7 @@ export interface CommandSpec {
 export class UsageError extends Error {}
 
 export function helpText(command: CommandSpec): string {
-  const lines = [`${command.summary}`, '', `Usage: ${command.usage}`, '', 'Options:'];
+  const lines = [`${command.summary}`, '', `Usage: ${command.usage}`, `Example: ${command.example}`, '', 'Options:'];
   const rows = Object.entries(command.options).map(([name, spec]) => {
     const flag = `${spec.short ? `-${spec.short}, ` : '    '}--${name}${spec.value ? ` ${spec.value}` : ''}`;
     const extra = [spec.env ? `env ${spec.env}` : '', spec.default !== undefined && spec.default !== false ? `default ${String(spec.default)}` : '']
@@ -51,8 +54,18 @@ export interface Parsed {
   help: boolean;
 }
 
+/** The options of each parse that an environment variable set, and which: an error about the value names what was set. */
+const fromEnvironment = new WeakMap<Parsed['values'], Map<string, string>>();
+
+/** The option as the user gave it: `PORT` when the environment set it, else `--port`. */
+export function optionName(values: Parsed['values'], name: string): string {
+  return fromEnvironment.get(values)?.get(name) ?? `--${name}`;
+}
+
 /** Parses argv for `command`; flags win over environment variables, which win over defaults. */
 export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.ProcessEnv = process.env): Parsed {
+  const npmTook = flagNpmTook(command.options, env);
+  if (npmTook) throw new UsageError(npmTook);
   const options: NonNullable<ParseArgsConfig['options']> = { help: { type: 'boolean', short: 'h' } };
   for (const [name, spec] of Object.entries(command.options)) {
     options[name] = { type: spec.type, ...(spec.short ? { short: spec.short } : {}), ...(spec.multiple ? { multiple: true } : {}) };
@@ -67,14 +80,17 @@ export function parseCommand(command: CommandSpec, argv: string[], env: NodeJS.P
     throw new UsageError(`takes no arguments, only options (got ${parsed.positionals.join(' ')})`);
   }
   const values: Parsed['values'] = {};
+  const setBy = new Map<string, string>();
   for (const [name, spec] of Object.entries(command.options)) {
     let value = parsed.values[name] as string | boolean | string[] | undefined;
     if (value === undefined && spec.env && env[spec.env] !== undefined && env[spec.env] !== '') {
       const raw = env[spec.env]!;
       value = spec.type === 'boolean' ? !['0', 'false', 'no', 'off'].includes(raw.toLowerCase()) : raw;
+      setBy.set(name, spec.env);
     }
     values[name] = value ?? spec.default;
   }
+  fromEnvironment.set(values, setBy);
   return { values, positionals: parsed.positionals, help: parsed.values.help === true };
 }
 
@@ -132,7 +148,7 @@ export function integerOption(values: Parsed['values'], name: string, min: numbe
   const raw = values[name];
   if (raw === undefined) return undefined;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be an integer from ${min} to ${max} (got ${String(raw)})`);
+  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`${optionName(values, name)} must be an integer from ${min} to ${max} (got ${String(raw)})`);
   return n;
 }
 
@@ -140,6 +156,6 @@ export function numberOption(values: Parsed['values'], name: string, min: number
   const raw = values[name];
   if (raw === undefined) return undefined;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n < min || n > max) throw new UsageError(`--${name} must be a number from ${min} to ${max} (got ${String(raw)})`);
+  if (!Number.isFinite(n) || n < min || n > max) throw new UsageError(`${optionName(values, name)} must be a number from ${min} to ${max} (got ${String(raw)})`);
   return n;
 }

@@ -19,6 +19,7 @@ export const autoscaleCommand: CommandSpec = {
   name: 'autoscale',
   summary: 'Watch the servers\' load in discovery and keep the number of servers right: add when busy, drain and remove when idle.',
   usage: 'perseid autoscale (--local <app> | --scale-command "<cmd {n}>" | --kubernetes <deployment> | --dry-run) [options]',
+  example: 'perseid autoscale --local app.js --local-arg=--balancer --min 1 --max 4 --rule sessions:200:50 --metrics-port 9464',
   options: {
     local: { type: 'string', value: '<app-module>', help: 'Start and drain Perseid processes of this app on this machine' },
     'local-arg': { type: 'string', multiple: true, value: '<arg>', help: 'An argument for each local `perseid start` (repeat; e.g. --local-arg=--drain-ms=2000)' },
@@ -55,8 +56,6 @@ export const autoscaleCommand: CommandSpec = {
     'A change that has not settled after --settle-timeout-s is warned about, and the autoscaler decides from the servers that answer.',
     'A scale that fails is tried again after the round interval, doubling with each failure in a row, up to 5 minutes.',
     'Scaling down drains first: the servers that leave stop taking clients and close theirs gradually, so clients reconnect to the others.',
-    '',
-    'Example: perseid autoscale --local app.js --local-arg=--balancer --min 1 --max 4 --rule sessions:200:50 --metrics-port 9464',
   ].join('\n'),
 };
 

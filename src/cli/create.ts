@@ -26,6 +26,7 @@ export const createCommand: CommandSpec = {
   name: 'create',
   summary: 'Create a new Perseid app in a new directory: a server, a page, a test and a README, ready for npm install.',
   usage: 'perseid create <dir> [options]',
+  example: 'perseid create my-app --template tasks',
   options: {
     template: { type: 'string', short: 't', default: 'minimal', value: '<name>', help: `What the app starts as: ${TEMPLATE_NAMES.join(', ')}` },
     perseid: {

@@ -19,6 +19,7 @@ export const devCommand: CommandSpec = {
   name: 'dev',
   summary: 'Run a Perseid app while you work on it: restart on every change, and reload the pages that show it.',
   usage: 'perseid dev <app-module> [options]',
+  example: 'perseid dev app.js --port 4000',
   options: {
     watch: {
       type: 'string',

@@ -16,6 +16,7 @@ export const loadCommand: CommandSpec = {
   name: 'load',
   summary: 'Load-test a DDP server (Perseid, Meteor, any) with scripted clients; report latencies, rates and server CPU/RAM.',
   usage: 'perseid load <s1|s2|s3|s4|s6|./script.js> --url <server> [options]',
+  example: 'perseid load s1 --url http://127.0.0.1:3000 --rate 5 --duration 30',
   options: {
     url: {
       type: 'string',
@@ -46,7 +47,8 @@ export const loadCommand: CommandSpec = {
     'threshold-ms': { type: 'string', value: '<ms>', help: 'With --compare: a latency that moved less than this is not counted, whatever the percent (default 1; 0 counts every change)' },
   },
   details: [
-    'Built-in scenarios (BENCHMARKS.md):',
+    'Built-in scenarios (BENCHMARKS.md), for the apps they were written for: s1, s2 and s6 the tasks example (npm start in a',
+    'checkout of Perseid), s4 the chat example; another app needs a script of its own (docs/load-testing.md):',
     ...Object.entries(BUILT_IN).map(([name, m]) => `  ${name}  ${m.options?.description ?? ''}`),
     '',
     'A script is a module whose default export runs one simulated user:',

@@ -8,7 +8,7 @@ import { adminToken } from '../server/admin-access.js';
 import type { ServerOptions } from '../server/app.js';
 import { checkContentSecurityPolicy } from '../server/http.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
-import { integerOption, UsageError, type OptionSpec, type Parsed } from './args.js';
+import { integerOption, optionName, UsageError, type OptionSpec, type Parsed } from './args.js';
 
 export const protectionOptions: Record<string, OptionSpec> = {
   'max-buffered': {
@@ -71,7 +71,7 @@ export function bytesOption(values: Parsed['values'], name: string): number | un
   const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(String(raw).trim());
   const unit = match ? UNITS[match[2]!.toLowerCase()] : undefined;
   if (!match || unit === undefined || Number(match[1]) * unit < 1024) {
-    throw new UsageError(`--${name} must be a byte count of at least 1KiB, in bytes or with K, M or G (KiB, MiB, GiB), e.g. 64MiB (got ${String(raw)})`);
+    throw new UsageError(`${optionName(values, name)} must be a byte count of at least 1KiB, in bytes or with K, M or G (KiB, MiB, GiB), e.g. 64MiB (got ${String(raw)})`);
   }
   return Math.floor(Number(match[1]) * unit);
 }

@@ -12,7 +12,7 @@ import type { ConnectionRouter } from '../server/connection-router.js';
 import type { MongoStoreOptions } from '../data/mongo/store.js';
 import type { RedisBus } from '../fanout/bus-redis.js';
 import { redactedUrl, type Logger } from '../log.js';
-import { integerOption, UsageError, type OptionSpec, type Parsed } from './args.js';
+import { integerOption, optionName, UsageError, type OptionSpec, type Parsed } from './args.js';
 import { redisKeyPrefix } from '../redis-keys.js';
 
 export const scaleOutOptions: Record<string, OptionSpec> = {
@@ -74,22 +74,23 @@ export interface ScaleOut {
   mongoUrl?: string;
 }
 
-function checkUrl(raw: unknown, name: string): string | undefined {
+function checkUrl(values: Parsed['values'], name: string): string | undefined {
+  const raw = values[name];
   if (raw === undefined) return undefined;
   try {
     const url = new URL(String(raw));
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http');
     return url.href;
   } catch {
-    throw new UsageError(`--${name} must be an http:// or https:// URL (got ${String(raw)})`);
+    throw new UsageError(`${optionName(values, name)} must be an http:// or https:// URL (got ${String(raw)})`);
   }
 }
 
 export function readScaleOut(values: Parsed['values'], env: NodeJS.ProcessEnv): ScaleOut {
   const redisUrl = env.REDIS_URL || undefined;
   const mongoUrl = env.MONGO_URL || undefined;
-  const publicUrl = checkUrl(values['public-url'], 'public-url');
-  const internalUrl = checkUrl(values['internal-url'], 'internal-url');
+  const publicUrl = checkUrl(values, 'public-url');
+  const internalUrl = checkUrl(values, 'internal-url');
   const balancer = values.balancer === true;
   const discovery = String(values.discovery ?? (redisUrl ? 'redis' : 'mongo'));
   if (discovery !== 'redis' && discovery !== 'mongo') throw new UsageError(`--discovery must be redis or mongo (got ${discovery})`);

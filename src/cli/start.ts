@@ -29,6 +29,7 @@ export const startCommand: CommandSpec = {
   name: 'start',
   summary: 'Run a Perseid app: serve its methods and publications over DDP (WebSocket and SockJS) and its static files over HTTP.',
   usage: 'perseid start <app-module> [options]',
+  example: 'perseid start app.js --port 4000',
   options: {
     port: { type: 'string', short: 'p', env: 'PORT', default: '3000', value: '<port>', help: 'Port to listen on' },
     host: { type: 'string', env: 'HOST', default: '127.0.0.1', value: '<address>', help: 'Address to bind (0.0.0.0 for every interface)' },

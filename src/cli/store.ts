@@ -8,6 +8,7 @@ export const storeCommand: CommandSpec = {
   name: 'store',
   summary: 'Look after the embedded store: `repair` rebuilds a damaged data directory from its intact records.',
   usage: 'perseid store repair [--data-dir <dir>] [--dry-run]',
+  example: 'perseid store repair --data-dir .perseid/data --dry-run',
   options: {
     'data-dir': { type: 'string', env: 'PERSEID_DATA_DIR', default: '.perseid/data', value: '<dir>', help: 'Directory of the embedded store' },
     'dry-run': { type: 'boolean', help: 'Say what repair would do, and change nothing' },
