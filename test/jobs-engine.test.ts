@@ -16,6 +16,7 @@ import type { JobError } from '../src/jobs/errors.js';
 import { RunHistory, type JobRun } from '../src/jobs/history.js';
 import { Jobs, type JobsStartOptions } from '../src/jobs/jobs.js';
 import { jobsMetrics, type JobSummary } from '../src/jobs/jobs-metrics.js';
+import type { Logger } from '../src/log.js';
 import { apm } from '../src/metrics/apm.js';
 import { prometheusText } from '../src/metrics/prometheus.js';
 import { metrics } from '../src/metrics/registry.js';
@@ -61,6 +62,18 @@ class Processes {
   async stopAll(): Promise<void> {
     await Promise.all(this.engines.splice(0).map((j) => j.stop()));
   }
+}
+
+/** A logger keeping its warnings' messages, for the lines a test expects (once, not at every poll). */
+function capturingLog(warnings: string[]): Logger {
+  const log: Logger = {
+    debug: () => undefined,
+    info: () => undefined,
+    warn: (message) => void warnings.push(message),
+    error: (message) => void warnings.push(message),
+    child: () => log,
+  };
+  return log;
 }
 
 async function runsOf(database: Database, job: string): Promise<JobRun[]> {
@@ -203,6 +216,29 @@ for (const target of perServer) {
       assert.equal(stuck.error, 'timed out after 150 ms');
       assert.ok(stuck.durationMs! >= 140);
       assert.ok(aborted instanceof Error, 'the job\'s signal was not aborted');
+    });
+
+    it("keeps a no-overlap job's lock while a timed-out function that ignores its signal still runs, and logs it once", async () => {
+      const p = await fresh();
+      let running = 0;
+      let most = 0;
+      const warnings: string[] = [];
+      const log = capturingLog(warnings);
+      const jobs = new Jobs(opened.database).define(
+        'deaf',
+        async () => {
+          most = Math.max(most, ++running);
+          await sleep(1500); // ignores its signal
+          running--;
+        },
+        { overlap: false, timeoutMs: 100, retries: 1, retryDelayMs: 50 },
+      );
+      await p.start(jobs, 'a', { log });
+      const run = await settledRun(opened.database, await jobs.enqueue('deaf'), 15_000);
+      assert.deepEqual([run.status, run.attempts, run.error], ['failed', 2, 'timed out after 100 ms']);
+      assert.equal(most, 1, 'the retry ran beside the timed-out attempt still running');
+      await eventually(() => running === 0, 'the last copy to return', 5000);
+      assert.equal(warnings.filter((w) => w.startsWith("a job's function still runs")).length, 2, warnings.join('\n'));
     });
 
     it('never overlaps runs of a no-overlap schedule: a run due while one runs is skipped', async () => {

@@ -160,6 +160,8 @@ export class Scheduler {
       for (const set of this.controllers.values()) for (const c of set) c.abort(new Error('the process stopped'));
       await Promise.all(this.active);
     }
+    // Also ends the wait of attempts that ended while their function still runs: their no-overlap locks lapse.
+    this.closing.abort();
     await this.runner.stop();
   }
 
