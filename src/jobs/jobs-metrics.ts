@@ -152,9 +152,12 @@ export function summarizeRuns(runs: readonly RunLike[], schedules: ReadonlyArray
 /** Runs read for the dashboard's summary, per job (its newest). */
 const SUMMARY_RUNS = 100;
 
-/** Shows the jobs on the APM dashboard, from `recent` (each job's latest runs in the durable history) and this process's schedules. */
-export function showJobsOnDashboard(recent: (limit: number) => Promise<RunLike[]>, schedules: () => Array<{ job: string; nextRunAt?: string }>, runner: string): void {
-  apm.jobsFrom(async () => ({ runner, jobs: summarizeRuns(await recent(SUMMARY_RUNS), schedules()) }));
+/**
+ * Shows the jobs on the APM dashboard, from `recent` (each job's latest runs in the durable history) and this process's
+ * schedules; `runner` is this process's runner name, absent in a process that runs no jobs and shows them read-only.
+ */
+export function showJobsOnDashboard(recent: (limit: number) => Promise<RunLike[]>, schedules: () => Array<{ job: string; nextRunAt?: string }>, runner: string | undefined): void {
+  apm.jobsFrom(async () => ({ ...(runner === undefined ? { readOnly: true } : { runner }), jobs: summarizeRuns(await recent(SUMMARY_RUNS), schedules()) }));
 }
 
 export function hideJobsOnDashboard(): void {
