@@ -69,8 +69,8 @@ function capturingLog(warnings: string[]): Logger {
   const log: Logger = {
     debug: () => undefined,
     info: () => undefined,
-    warn: (message) => void warnings.push(message),
-    error: (message) => void warnings.push(message),
+    warn: (message, fields) => void warnings.push(`${message} ${JSON.stringify(fields ?? {})}`),
+    error: (message, fields) => void warnings.push(`${message} ${JSON.stringify(fields ?? {})}`),
     child: () => log,
   };
   return log;
@@ -239,6 +239,25 @@ for (const target of perServer) {
       assert.equal(most, 1, 'the retry ran beside the timed-out attempt still running');
       await eventually(() => running === 0, 'the last copy to return', 5000);
       assert.equal(warnings.filter((w) => w.startsWith("a job's function still runs")).length, 2, warnings.join('\n'));
+    });
+
+    it('logs once per process that another process queues runs of a scheduled job on another schedule (a rolling upgrade)', async () => {
+      const p = await fresh();
+      const warnings: string[] = [];
+      const log = capturingLog(warnings);
+      const ran: string[] = [];
+      for (const [name, every] of [['old', 300], ['new', 200]] as const) {
+        const jobs = new Jobs(opened.database).schedule('moved', every, (_d, ctx) => void ran.push(ctx.runId), { overlap: true });
+        await p.start(jobs, name, { log });
+      }
+      const said = () => warnings.filter((w) => w.startsWith('another process of this app defines this scheduled job otherwise'));
+      await eventually(() => said().length === 2, 'both processes to say that the schedules differ', 8000);
+      await sleep(2500);
+      await p.stopAll();
+      // One line per process and schedule, not one per run nor per check.
+      assert.equal(said().length, 2, said().join('\n'));
+      assert.deepEqual(said().map((w) => /"here":"(every \d+ ms)","there":"(every \d+ ms)"/.exec(w)?.slice(1)).sort(), [['every 200 ms', 'every 300 ms'], ['every 300 ms', 'every 200 ms']]);
+      assert.equal(new Set(ran).size, ran.length, 'a due run ran twice');
     });
 
     it('never overlaps runs of a no-overlap schedule: a run due while one runs is skipped', async () => {

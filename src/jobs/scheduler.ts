@@ -52,6 +52,8 @@ export class Scheduler {
   private readonly active = new Set<Promise<void>>();
   private readonly controllers = new Map<string, Set<AbortController>>();
   private readonly timers: NodeJS.Timeout[] = [];
+  /** Jobs and schedules of other processes' definitions already logged (checkSchedules). */
+  private readonly otherSchedules = new Set<string>();
   private scheduleTimer: NodeJS.Timeout | undefined;
   private draining: Promise<void> | undefined;
   private drainAgain = false;
@@ -109,6 +111,12 @@ export class Scheduler {
       this.lastSweepTick = Date.now();
       if (late > leaseTtlMs / 3) options.log.debug('this process was stalled; not judging other runners this round', { lateMs: late });
       else void this.sweep();
+    });
+    every(sweepEvery, () => {
+      // The runs queued since the previous check, and a little before (a slow database, a late timer).
+      void this.checkSchedules(new Date(Date.now() - 3 * sweepEvery)).catch((error: Error) =>
+        options.log.debug('could not compare the schedules of other processes', { error: error.message }),
+      );
     });
     every(Math.min(3_600_000, Math.max(1000, Math.floor(retentionMs / 10))), () => void this.prune());
     this.kick();
@@ -203,7 +211,7 @@ export class Scheduler {
           break;
         }
         try {
-          await this.options.history.addScheduled(def.name, due, def.priority);
+          await this.options.history.addScheduled(def.name, due, def.priority, def.schedule.text);
         } catch (error) {
           this.options.log.warn('could not queue a scheduled run', { job: def.name, due: due.toISOString(), error: (error as Error).message });
         }
@@ -251,6 +259,25 @@ export class Scheduler {
       }
       // Every run read was taken by other processes: try again at the next poll rather than spin.
       if (claimed === 0) return;
+    }
+  }
+
+  /**
+   * Scheduled runs queued lately by a process that defines the job's schedule otherwise (a rolling upgrade, or a
+   * process of an older version left running): both schedules' due runs happen, each run by the definition of the
+   * process that claims it. Said once per job and schedule, as it lasts until the last process of the other stops.
+   */
+  private async checkSchedules(since: Date): Promise<void> {
+    for (const def of this.definitions.values()) {
+      if (!def.schedule || this.stopped) continue;
+      const there = await this.options.history.otherSchedule(def.name, def.schedule.text, since);
+      if (there === undefined || this.otherSchedules.has(`${def.name}\n${there}`)) continue;
+      this.otherSchedules.add(`${def.name}\n${there}`);
+      this.options.log.warn('another process of this app defines this scheduled job otherwise: the runs of both schedules happen until every process defines it alike', {
+        job: def.name,
+        here: def.schedule.text,
+        there,
+      });
     }
   }
 
