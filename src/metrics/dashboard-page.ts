@@ -106,7 +106,7 @@ async function refresh() {
       c.plan ? (c.plan.instances === null ? 'unknown (no load to measure)' : c.plan.instances + ' instance(s) for ' + c.plan.sessions + ' sessions at ' + c.plan.cpuPercent + ' % CPU') : 'add ?sessions=N to plan', c.note || '']]);
   const jobs = v.jobs;
   if (jobs && jobs.jobs) table('t-jobs', ['job', 'runs', 'succeeded', 'failed', 'running', 'queued', 'avg ms', 'last run', 'next run', 'last failure'],
-    jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running, j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastFailedAt ? new Date(j.lastFailedAt).toLocaleTimeString() + ': ' + j.lastError : '']));
+    jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running + (j.runningOn ? ' on ' + j.runningOn.join(', ') : ''), j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastFailedAt ? new Date(j.lastFailedAt).toLocaleTimeString() + ': ' + j.lastError : '']));
   else $('t-jobs').replaceChildren(el('p', { className: 'none' }, jobs && jobs.error ? 'jobs: ' + jobs.error : 'no jobs engine in this process'));
   $('jobs-note').textContent = jobs && jobs.readOnly ? "read from the app's database: this process runs no jobs (role web); its jobs processes run them" : '';
   table('t-processes', ['worker', 'pid', 'CPU %', 'RSS MB', 'heap MB', 'loop delay p99 ms', 'loop delay max ms (1 min)', 'loop busy', 'GC ms', 'sessions'],
