@@ -241,22 +241,34 @@ for (const target of perServer) {
       assert.equal(warnings.filter((w) => w.startsWith("a job's function still runs")).length, 2, warnings.join('\n'));
     });
 
-    it('logs once per process that another process queues runs of a scheduled job on another schedule (a rolling upgrade)', async () => {
+    it('logs once per process and job that another process defines a job otherwise (a rolling upgrade: a new schedule, a new timeout)', async () => {
       const p = await fresh();
       const warnings: string[] = [];
       const log = capturingLog(warnings);
       const ran: string[] = [];
-      for (const [name, every] of [['old', 300], ['new', 200]] as const) {
-        const jobs = new Jobs(opened.database).schedule('moved', every, (_d, ctx) => void ran.push(ctx.runId), { overlap: true });
-        await p.start(jobs, name, { log });
+      const engines: Jobs[] = [];
+      for (const [name, every, timeoutMs] of [['old', 300, 1000], ['new', 200, 2000]] as const) {
+        const jobs = new Jobs(opened.database)
+          .schedule('moved', every, (_d, ctx) => void ran.push(ctx.runId), { overlap: true })
+          .define('resize', () => undefined, { timeoutMs });
+        engines.push(await p.start(jobs, name, { log }));
       }
-      const said = () => warnings.filter((w) => w.startsWith('another process of this app defines this scheduled job otherwise'));
-      await eventually(() => said().length === 2, 'both processes to say that the schedules differ', 8000);
+      await Promise.all(engines.map((jobs) => jobs.enqueue('resize')));
+      const said = (job: string) => warnings.filter((w) => w.startsWith('another process of this app defines this job otherwise') && w.includes(`"job":"${job}"`));
+      await eventually(() => said('moved').length === 2 && said('resize').length === 2, 'both processes to say that the definitions differ', 8000);
       await sleep(2500);
       await p.stopAll();
-      // One line per process and schedule, not one per run nor per check.
-      assert.equal(said().length, 2, said().join('\n'));
-      assert.deepEqual(said().map((w) => /"here":"(every \d+ ms)","there":"(every \d+ ms)"/.exec(w)?.slice(1)).sort(), [['every 200 ms', 'every 300 ms'], ['every 300 ms', 'every 200 ms']]);
+      // One line per process and job, not one per run nor per check.
+      assert.deepEqual([said('moved').length, said('resize').length], [2, 2], warnings.join('\n'));
+      const differences = (job: string) => said(job).map((w) => /"here":"([^"]*)","there":"([^"]*)"/.exec(w)!.slice(1).join(' / ')).sort();
+      assert.deepEqual(differences('moved'), [
+        'every 200 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap true / every 300 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap true',
+        'every 300 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap true / every 200 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap true',
+      ]);
+      assert.deepEqual(differences('resize'), [
+        'timeoutMs 1000, retries 1, retryDelayMs 1000, overlap true / timeoutMs 2000, retries 1, retryDelayMs 1000, overlap true',
+        'timeoutMs 2000, retries 1, retryDelayMs 1000, overlap true / timeoutMs 1000, retries 1, retryDelayMs 1000, overlap true',
+      ]);
       assert.equal(new Set(ran).size, ran.length, 'a due run ran twice');
     });
 

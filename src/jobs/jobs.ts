@@ -95,7 +95,7 @@ export class Jobs {
     const priority = options.priority ?? 0;
     if (typeof priority !== 'number' || !Number.isFinite(priority)) throw JobErrors.badOptions({ name, problem: 'priority must be a number' });
     const id = `${name}:${Random.id()}`;
-    await this.store().enqueue(id, name, data, runAt, priority);
+    await this.store().enqueue(id, name, data, runAt, priority, def.text);
     if (runAt.getTime() <= Date.now()) this.scheduler?.kick();
     return id;
   }

@@ -52,8 +52,8 @@ export class Scheduler {
   private readonly active = new Set<Promise<void>>();
   private readonly controllers = new Map<string, Set<AbortController>>();
   private readonly timers: NodeJS.Timeout[] = [];
-  /** Jobs and schedules of other processes' definitions already logged (checkSchedules). */
-  private readonly otherSchedules = new Set<string>();
+  /** Jobs and other processes' definitions of them already logged (checkDefinitions). */
+  private readonly otherDefinitions = new Set<string>();
   private scheduleTimer: NodeJS.Timeout | undefined;
   private draining: Promise<void> | undefined;
   private drainAgain = false;
@@ -114,8 +114,8 @@ export class Scheduler {
     });
     every(sweepEvery, () => {
       // The runs queued since the previous check, and a little before (a slow database, a late timer).
-      void this.checkSchedules(new Date(Date.now() - 3 * sweepEvery)).catch((error: Error) =>
-        options.log.debug('could not compare the schedules of other processes', { error: error.message }),
+      void this.checkDefinitions(new Date(Date.now() - 3 * sweepEvery)).catch((error: Error) =>
+        options.log.debug("could not compare other processes' job definitions", { error: error.message }),
       );
     });
     every(Math.min(3_600_000, Math.max(1000, Math.floor(retentionMs / 10))), () => void this.prune());
@@ -211,7 +211,7 @@ export class Scheduler {
           break;
         }
         try {
-          await this.options.history.addScheduled(def.name, due, def.priority, def.schedule.text);
+          await this.options.history.addScheduled(def.name, due, def.priority, def.text);
         } catch (error) {
           this.options.log.warn('could not queue a scheduled run', { job: def.name, due: due.toISOString(), error: (error as Error).message });
         }
@@ -263,19 +263,20 @@ export class Scheduler {
   }
 
   /**
-   * Scheduled runs queued lately by a process that defines the job's schedule otherwise (a rolling upgrade, or a
-   * process of an older version left running): both schedules' due runs happen, each run by the definition of the
-   * process that claims it. Said once per job and schedule, as it lasts until the last process of the other stops.
+   * Runs queued lately by a process that defines the job otherwise (a rolling upgrade that changes its schedule or
+   * timeout, or a process of an older version left running): a scheduled job's runs then happen on both schedules,
+   * and each run goes by the definition of the process that claims it. Said once per job and definition, as it lasts
+   * until the last process of the other version stops.
    */
-  private async checkSchedules(since: Date): Promise<void> {
+  private async checkDefinitions(since: Date): Promise<void> {
     for (const def of this.definitions.values()) {
-      if (!def.schedule || this.stopped) continue;
-      const there = await this.options.history.otherSchedule(def.name, def.schedule.text, since);
-      if (there === undefined || this.otherSchedules.has(`${def.name}\n${there}`)) continue;
-      this.otherSchedules.add(`${def.name}\n${there}`);
-      this.options.log.warn('another process of this app defines this scheduled job otherwise: the runs of both schedules happen until every process defines it alike', {
+      if (this.stopped) return;
+      const there = await this.options.history.otherDefinition(def.name, def.text, since);
+      if (there === undefined || this.otherDefinitions.has(`${def.name}\n${there}`)) continue;
+      this.otherDefinitions.add(`${def.name}\n${there}`);
+      this.options.log.warn('another process of this app defines this job otherwise: until every process defines it alike, each run goes by the definition of the process that takes it, and a schedule\'s runs happen on both', {
         job: def.name,
-        here: def.schedule.text,
+        here: def.text,
         there,
       });
     }
