@@ -188,7 +188,7 @@ describe('perseid top on a job that fails', () => {
         screen = topScreen((await (await fetch(`${t.url}/perseid/dashboard.json`)).json()) as DashboardView);
         return / 1 +1 /.test(screen.split('\n').find((l) => l.startsWith('nightly-export')) ?? '');
       }, 'the failed run in perseid top', 10000);
-      assert.match(screen, /^Jobs\njob +runs +failed +avg ms +next run +last failure\nnightly-export +1 +1 +\d+ +– +\S+Z export bucket is gone$/m, screen);
+      assert.match(screen, /^Jobs\njob +runs +failed +avg ms +running on +next run +last failure\nnightly-export +1 +1 +\d+ +– +– +\S+Z export bucket is gone$/m, screen);
     } finally {
       await t.close();
     }
@@ -214,7 +214,7 @@ describe('perseid top on a job that fails', () => {
       assert.equal(row.lastError, 'upstream timed out');
       assert.ok(row.lastFailedAt! <= row.lastFinishedAt!, JSON.stringify(row));
       const screen = topScreen(await view());
-      assert.match(screen, new RegExp(`^sync +2 +1 +\\d+ +– +${row.lastFailedAt} upstream timed out$`, 'm'), screen);
+      assert.match(screen, new RegExp(`^sync +2 +1 +\\d+ +– +– +${row.lastFailedAt} upstream timed out$`, 'm'), screen);
     } finally {
       await t.close();
     }

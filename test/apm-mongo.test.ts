@@ -68,7 +68,7 @@ for (const [name, url] of Object.entries(servers)) {
       database ??= await openDatabase({ mongoUrl: target!.url, changeSource: 'poll' });
       const history = new RunHistory(database);
       await history.ensureIndexes();
-      for (let i = 0; i < 5; i++) await history.addScheduled('export', new Date(Date.UTC(2026, 0, 1, 0, i)), 0);
+      for (let i = 0; i < 5; i++) await history.addScheduled('export', new Date(Date.UTC(2026, 0, 1, 0, i)), 0, 'cron "* * * * *", timeoutMs 600000, retries 1, retryDelayMs 1000, overlap false');
       apm.reset();
       // What the dashboard and perseid top read every refresh: each job's latest runs, newest first.
       assert.equal((await history.latestOfEach(['export'], 100)).length, 5);

@@ -234,6 +234,36 @@ const RUNS: Record<string, () => Promise<void>> = {
       receiver.close();
     }
   },
+  'docs/samples/jobs/signal.ts': async () => {
+    // The partner: page 1 has two orders; page 2 does not answer the first attempt (which times out), then is empty.
+    let hungClosedAt: number | undefined;
+    let hung = false;
+    const partner = createHttpServer((req, res) => {
+      const page = new URL(req.url!, 'http://127.0.0.1').searchParams.get('page');
+      if (page === '2' && !hung) {
+        hung = true;
+        res.on('close', () => (hungClosedAt = Date.now()));
+        return;
+      }
+      res.setHeader('content-type', 'application/json').end(JSON.stringify(page === '1' ? [{ id: 1 }, { id: 2 }] : []));
+    });
+    await new Promise<void>((listening) => partner.listen(0, '127.0.0.1', listening));
+    const t = await serve('docs/samples/jobs/signal.ts');
+    try {
+      await t.server.jobs.start({ pollMs: 50 });
+      const id = await t.server.jobs.enqueue('import-orders', { url: `http://127.0.0.1:${(partner.address() as { port: number }).port}/orders` });
+      await eventually(async () => (await t.server.jobs.run(id))?.status === 'succeeded', 'the retry to import the orders', 15_000);
+      const run = (await t.server.jobs.run(id))!;
+      assert.deepEqual([run.attempts, run.attemptLog[0]?.error, run.result], [2, 'timed out after 5000 ms', { rows: 2 }]);
+      // Cancelled by the aborted signal when the attempt timed out, not left open beside the retry.
+      assert.ok(hungClosedAt !== undefined && hungClosedAt <= new Date(run.attemptLog[1]!.startedAt).getTime() + 100, 'the timed-out request was left open');
+    } finally {
+      await t.server.jobs.stop();
+      await t.close();
+      partner.closeAllConnections();
+      partner.close();
+    }
+  },
   'docs/samples/metrics/calls.ts': () =>
     withServer('docs/samples/getting-started/app.ts', async (client, t) => {
       const { callsPerMethod } = await sample<{ callsPerMethod(url: string): Promise<Record<string, number>> }>('docs/samples/metrics/calls.ts');

@@ -8,6 +8,7 @@
  * clients while it stays in discovery and metrics.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
@@ -19,7 +20,7 @@ import { freePort } from '../scripts/services/process.js';
 import type { JobRun } from '../src/jobs/history.js';
 import { freshDatabase } from './databases.js';
 import { needsServices } from './skips.js';
-import { eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
+import { CLI, eventually, exited, startPerseid, type PerseidProcess } from './processes.js';
 
 const APP = 'dist/test/fixtures/jobs-app.js';
 const SKEW = pathToFileURL(resolve('dist/test/fixtures/skewed-clock.js')).href;
@@ -149,6 +150,36 @@ describe('jobs across processes', { skip }, () => {
     for (const e of done) byPid.set(e.pid, (byPid.get(e.pid) ?? 0) + 1);
     assert.ok(!byPid.has(web.child.pid!), 'the web process ran queued jobs');
     assert.ok(byPid.size >= 2, `one process ran them all: ${JSON.stringify([...byPid])}`);
+  });
+
+  it("shows the cluster's jobs on the web process's dashboard and perseid top, read-only, counting no runs on its /metrics", async () => {
+    interface Shown { readOnly?: boolean; runner?: string; jobs: Array<{ job: string; runs: number; succeeded: number; runningOn?: string[]; nextRunAt?: string; lastFinishedAt?: string }> }
+    const shown = async (server: PerseidProcess) => ((await (await fetch(`${server.url}/perseid/apm`)).json()) as { jobs?: Shown }).jobs;
+    const { id } = await slowRunning(4000);
+    const slowRunner = (await runs().findOne({ _id: id }))!.runner!;
+    // The history every process shares, as the web process and a jobs process read it at once.
+    const [onWeb, onRunner] = await Promise.all([shown(web), shown(runners[2]!)]);
+    assert.equal(onWeb?.readOnly, true, `the web process shows no jobs: ${JSON.stringify(onWeb)}`);
+    assert.equal(onWeb.runner, undefined);
+    const tick = onWeb.jobs.find((j) => j.job === 'tick')!;
+    const tickThere = onRunner!.jobs.find((j) => j.job === 'tick')!;
+    assert.ok(tick.succeeded >= 10 && Math.abs(tick.succeeded - tickThere.succeeded) <= 2, `tick: ${JSON.stringify(tick)} on web, ${JSON.stringify(tickThere)} on a jobs process`);
+    assert.ok(Date.parse(tick.nextRunAt!) > Date.now() - 5000 && tick.lastFinishedAt !== undefined, JSON.stringify(tick));
+    assert.ok(onWeb.jobs.some((j) => j.job === 'work' && j.succeeded > 0), JSON.stringify(onWeb.jobs));
+    // Which process runs it, to look at its log.
+    assert.deepEqual(onWeb.jobs.find((j) => j.job === 'slow')?.runningOn, [slowRunner]);
+    // Runs are counted where they ran, so a sum over every server's /metrics counts each once.
+    const metricsText = await (await fetch(`${web.url}/metrics`)).text();
+    assert.doesNotMatch(metricsText, /^perseid_job_runs_total\{job="tick"/m);
+    const top = spawn(process.execPath, [CLI, 'top', '--url', web.url, '--once'], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 20_000 });
+    let out = '';
+    top.stdout.on('data', (c: Buffer) => void (out += c.toString()));
+    top.stderr.on('data', (c: Buffer) => void (out += c.toString()));
+    assert.equal(await new Promise((done) => top.on('close', done)), 0, out);
+    assert.match(out, /^Jobs \(read from the app's database: this server runs none, its jobs processes do\)$/m);
+    assert.match(out, /^ *tick +\d+ +0 /m);
+    assert.match(out, new RegExp(`^ *slow +\\d+ +0 +[\\d–]+ +${slowRunner} `, 'm'));
+    await eventually(async () => (await runs().findOne({ _id: id }))?.status === 'succeeded', 'the slow run to end', 10_000);
   });
 
   /** Enqueues a slow job and waits for a process to start it; resolves with the run id and its runner. */

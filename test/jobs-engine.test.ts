@@ -16,6 +16,7 @@ import type { JobError } from '../src/jobs/errors.js';
 import { RunHistory, type JobRun } from '../src/jobs/history.js';
 import { Jobs, type JobsStartOptions } from '../src/jobs/jobs.js';
 import { jobsMetrics, type JobSummary } from '../src/jobs/jobs-metrics.js';
+import type { Logger } from '../src/log.js';
 import { apm } from '../src/metrics/apm.js';
 import { prometheusText } from '../src/metrics/prometheus.js';
 import { metrics } from '../src/metrics/registry.js';
@@ -61,6 +62,18 @@ class Processes {
   async stopAll(): Promise<void> {
     await Promise.all(this.engines.splice(0).map((j) => j.stop()));
   }
+}
+
+/** A logger keeping its warnings' messages, for the lines a test expects (once, not at every poll). */
+function capturingLog(warnings: string[]): Logger {
+  const log: Logger = {
+    debug: () => undefined,
+    info: () => undefined,
+    warn: (message, fields) => void warnings.push(`${message} ${JSON.stringify(fields ?? {})}`),
+    error: (message, fields) => void warnings.push(`${message} ${JSON.stringify(fields ?? {})}`),
+    child: () => log,
+  };
+  return log;
 }
 
 async function runsOf(database: Database, job: string): Promise<JobRun[]> {
@@ -203,6 +216,60 @@ for (const target of perServer) {
       assert.equal(stuck.error, 'timed out after 150 ms');
       assert.ok(stuck.durationMs! >= 140);
       assert.ok(aborted instanceof Error, 'the job\'s signal was not aborted');
+    });
+
+    it("keeps a no-overlap job's lock while a timed-out function that ignores its signal still runs, and logs it once", async () => {
+      const p = await fresh();
+      let running = 0;
+      let most = 0;
+      const warnings: string[] = [];
+      const log = capturingLog(warnings);
+      const jobs = new Jobs(opened.database).define(
+        'deaf',
+        async () => {
+          most = Math.max(most, ++running);
+          await sleep(1500); // ignores its signal
+          running--;
+        },
+        { overlap: false, timeoutMs: 100, retries: 1, retryDelayMs: 50 },
+      );
+      await p.start(jobs, 'a', { log });
+      const run = await settledRun(opened.database, await jobs.enqueue('deaf'), 15_000);
+      assert.deepEqual([run.status, run.attempts, run.error], ['failed', 2, 'timed out after 100 ms']);
+      assert.equal(most, 1, 'the retry ran beside the timed-out attempt still running');
+      await eventually(() => running === 0, 'the last copy to return', 5000);
+      assert.equal(warnings.filter((w) => w.startsWith("a job's function still runs")).length, 2, warnings.join('\n'));
+    });
+
+    it('logs once per process and job that another process defines a job otherwise (a rolling upgrade: a new schedule, a new timeout)', async () => {
+      const p = await fresh();
+      const warnings: string[] = [];
+      const log = capturingLog(warnings);
+      const ran: string[] = [];
+      const engines: Jobs[] = [];
+      for (const [name, every, timeoutMs] of [['old', 300, 1000], ['new', 200, 2000]] as const) {
+        const jobs = new Jobs(opened.database)
+          .schedule('moved', every, (_d, ctx) => void ran.push(ctx.runId), { overlap: true })
+          .define('resize', () => undefined, { timeoutMs });
+        engines.push(await p.start(jobs, name, { log }));
+      }
+      await Promise.all(engines.map((jobs) => jobs.enqueue('resize')));
+      const said = (job: string) => warnings.filter((w) => w.startsWith('another process of this app defines this job otherwise') && w.includes(`"job":"${job}"`));
+      await eventually(() => said('moved').length === 2 && said('resize').length === 2, 'both processes to say that the definitions differ', 8000);
+      await sleep(2500);
+      await p.stopAll();
+      // One line per process and job, not one per run nor per check.
+      assert.deepEqual([said('moved').length, said('resize').length], [2, 2], warnings.join('\n'));
+      const differences = (job: string) => said(job).map((w) => /"here":"([^"]*)","there":"([^"]*)"/.exec(w)!.slice(1).join(' / ')).sort();
+      assert.deepEqual(differences('moved'), [
+        'every 200 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap true / every 300 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap true',
+        'every 300 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap true / every 200 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap true',
+      ]);
+      assert.deepEqual(differences('resize'), [
+        'timeoutMs 1000, retries 1, retryDelayMs 1000, overlap true / timeoutMs 2000, retries 1, retryDelayMs 1000, overlap true',
+        'timeoutMs 2000, retries 1, retryDelayMs 1000, overlap true / timeoutMs 1000, retries 1, retryDelayMs 1000, overlap true',
+      ]);
+      assert.equal(new Set(ran).size, ran.length, 'a due run ran twice');
     });
 
     it('never overlaps runs of a no-overlap schedule: a run due while one runs is skipped', async () => {

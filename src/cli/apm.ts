@@ -200,10 +200,10 @@ export function topScreen(v: DashboardView): string {
   }
   out.push('', 'Index advice', ...adviceLines(v.advice).slice(0, 9).map((l) => `  ${l}`));
   out.push('', 'Capacity', ...capacityLines(v.capacity).map((l) => `  ${l}`));
-  const jobs = v.jobs as { jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; nextRunAt?: string; lastError?: string; lastFailedAt?: string }> } | undefined;
+  const jobs = v.jobs as { readOnly?: boolean; jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; runningOn?: string[]; nextRunAt?: string; lastError?: string; lastFailedAt?: string }> } | undefined;
   if (jobs?.jobs?.length) {
-    out.push('', 'Jobs');
-    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'next run', 'last failure'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.nextRunAt ?? '–', j.lastFailedAt ? `${j.lastFailedAt} ${j.lastError}` : ''])));
+    out.push('', jobs.readOnly ? "Jobs (read from the app's database: this server runs none, its jobs processes do)" : 'Jobs');
+    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'running on', 'next run', 'last failure'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.runningOn?.join(', ') ?? '–', j.nextRunAt ?? '–', j.lastFailedAt ? `${j.lastFailedAt} ${j.lastError}` : ''])));
   }
   return out.join('\n');
 }

@@ -65,8 +65,13 @@ export async function startJobs(
   holder: string,
   log: Logger,
 ): Promise<() => Promise<void>> {
-  // A web process never runs jobs; an app that defines none needs no engine (nor its queries every poll).
-  if (server.role === 'web' || server.jobs.names.length === 0) return async () => undefined;
+  // An app that defines no jobs needs no engine (nor its queries every poll).
+  if (server.jobs.names.length === 0) return async () => undefined;
+  if (server.role === 'web') {
+    // A web process never runs jobs; its dashboard shows them as the jobs processes write them in the shared database.
+    server.jobs.showWithoutRunning(database);
+    return () => server.jobs.stop();
+  }
   let leases: LeaseFactory;
   let closeLeases = async () => undefined as void;
   let kind: string;

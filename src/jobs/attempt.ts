@@ -106,7 +106,9 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   };
   // A no-overlap job runs one run at a time across every process: its lock is a lease named after the job,
   // held by this attempt (not this process, which may be running another run of the job).
-  const lock = job.overlap ? undefined : deps.leases({ name: `job:${job.name}`, holder: `${claimed.runner}/${run._id}`, ttlMs: deps.leaseTtlMs });
+  // Held by this attempt, not by the run: a retry in this process must not take over the lock of an attempt whose
+  // function still runs after its timeout.
+  const lock = job.overlap ? undefined : deps.leases({ name: `job:${job.name}`, holder: `${claimed.runner}/${run._id}#${run.attempts}`, ttlMs: deps.leaseTtlMs });
   const later = () => new Date(Date.now() + Math.min(1000, deps.leaseTtlMs));
   let locked: number | undefined;
   try {
@@ -139,29 +141,44 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   jobsMetrics.running.inc();
   let result: unknown;
   let error: string | undefined;
+  const context: JobContext = {
+    name: job.name,
+    runId: run._id,
+    scheduledAt: run.scheduledAt,
+    attempt: run.attempts,
+    token: claimed.token,
+    signal: controller.signal,
+  };
+  const work = Promise.resolve().then(() => job.fn(run.data, context));
+  let returned = false;
+  const settled = work.then(
+    () => void (returned = true),
+    () => void (returned = true),
+  );
   try {
-    const context: JobContext = {
-      name: job.name,
-      runId: run._id,
-      scheduledAt: run.scheduledAt,
-      attempt: run.attempts,
-      token: claimed.token,
-      signal: controller.signal,
-    };
-    result = await Promise.race([Promise.resolve().then(() => job.fn(run.data, context)), abortedBy(controller.signal)]);
+    result = await Promise.race([work, abortedBy(controller.signal)]);
   } catch (thrown) {
     error = describeError(thrown);
   } finally {
     clearTimeout(timeout);
-    clearInterval(renewLock);
     unregister();
     jobsMetrics.running.dec();
   }
+  // JavaScript cannot stop a function that ignores its aborted signal: it goes on after its attempt has ended, and a
+  // no-overlap job's lock is held (and renewed) until it returns, so no retry nor next due run starts beside it.
+  const unlocked = returned
+    ? Promise.resolve()
+    : outlive(settled, controller.signal, { job: job.name, run: run._id, attempt: run.attempts }, log, deps.closing);
+  const releaseLock = async () => {
+    await unlocked;
+    clearInterval(renewLock);
+    await lock?.release().catch(() => undefined);
+  };
   const now = new Date();
   if (error !== undefined && deps.closing.aborted) {
     // Cut short because this process is stopping: another process (or this one, restarted) runs it again.
     const back = await recorded(() => history.interrupted(claimed, { startedAt, now, error: error! }));
-    await lock?.release().catch(() => undefined);
+    await releaseLock();
     if (back) log.info('run put back in the queue: this process stopped before it finished', { job: job.name, run: run._id });
     return;
   }
@@ -185,7 +202,7 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
     status = 'failed';
     committed = await recorded(() => history.finish(claimed, { status: 'failed', startedAt, now, error }));
   }
-  await lock?.release().catch(() => undefined);
+  void releaseLock();
   const durationMs = now.getTime() - startedAt.getTime();
   if (!committed) {
     jobsMetrics.refused.inc();
@@ -195,6 +212,32 @@ export async function runAttempt(claimed: Claimed, job: JobDefinition, deps: Att
   recordFinished({ job: job.name, run: run._id, status, attempt: run.attempts, durationMs, error, runner: claimed.runner, finishedAt: now });
   if (status === 'succeeded') log.debug('run succeeded', { job: job.name, run: run._id, attempt: run.attempts, durationMs });
   else log.warn(status === 'retrying' ? 'run failed; it will be retried' : 'run failed', { job: job.name, run: run._id, attempt: run.attempts, error });
+}
+
+/** How long a function may take to return once its signal is aborted before the log says it still runs. */
+const STILL_RUNNING_MS = 1000;
+
+/**
+ * Waits for the function of an attempt that ended without it (timed out, or its runner lost): logs once that it still
+ * runs if it has not returned within STILL_RUNNING_MS, and once more when it returns. Resolves when it returns, or
+ * when the process stops (its lock then lapses on its own).
+ */
+function outlive(settled: Promise<void>, signal: AbortSignal, fields: Record<string, unknown>, log: Logger, closing: AbortSignal): Promise<void> {
+  const abortedAt = Date.now();
+  let warned = false;
+  const timer = setTimeout(() => {
+    warned = true;
+    log.warn("a job's function still runs after its attempt ended: it ignores context.signal; a no-overlap job's next run waits for it", {
+      ...fields,
+      reason: describeError(signal.reason),
+    });
+  }, STILL_RUNNING_MS);
+  timer.unref();
+  void settled.then(() => {
+    clearTimeout(timer);
+    if (warned) log.info("a job's function that ignored its signal returned", { ...fields, afterAbortMs: Date.now() - abortedAt });
+  });
+  return Promise.race([settled, abortedBy(closing).catch(() => undefined)]);
 }
 
 /**

@@ -35,6 +35,11 @@ export interface JobDefinition {
   overlap: boolean;
   priority: number;
   schedule?: Schedule;
+  /**
+   * The definition as a line (`every 60000 ms, timeoutMs 600000, retries 1, retryDelayMs 1000, overlap false`), kept
+   * in each run it queues: processes of two versions that define the job otherwise can tell.
+   */
+  text: string;
 }
 
 const NAME = /^[\w.:-]{1,100}$/;
@@ -71,14 +76,10 @@ export function defineJob(name: string, fn: JobFunction, options: JobOptions, sc
   if (typeof fn !== 'function') throw JobErrors.badOptions({ name, problem: 'the job needs a function' });
   checkOptionNames(name, options, schedule !== undefined);
   if (options.overlap !== undefined && typeof options.overlap !== 'boolean') throw JobErrors.badOptions({ name, problem: 'overlap must be true or false' });
-  return {
-    name,
-    fn,
-    timeoutMs: count(name, 'timeoutMs', options.timeoutMs, 600_000, 1, 2 ** 31 - 1),
-    retries: count(name, 'retries', options.retries, 1, 0, 1000),
-    retryDelayMs: count(name, 'retryDelayMs', options.retryDelayMs, 1000, 0, 86_400_000),
-    overlap: options.overlap ?? schedule === undefined,
-    priority: count(name, 'priority', options.priority, 0, -1e6, 1e6),
-    schedule,
-  };
+  const timeoutMs = count(name, 'timeoutMs', options.timeoutMs, 600_000, 1, 2 ** 31 - 1);
+  const retries = count(name, 'retries', options.retries, 1, 0, 1000);
+  const retryDelayMs = count(name, 'retryDelayMs', options.retryDelayMs, 1000, 0, 86_400_000);
+  const overlap = options.overlap ?? schedule === undefined;
+  const text = `${schedule ? `${schedule.text}, ` : ''}timeoutMs ${timeoutMs}, retries ${retries}, retryDelayMs ${retryDelayMs}, overlap ${overlap}`;
+  return { name, fn, timeoutMs, retries, retryDelayMs, overlap, priority: count(name, 'priority', options.priority, 0, -1e6, 1e6), schedule, text };
 }

@@ -35,6 +35,8 @@ export interface JobRun {
   runAt: Date;
   /** The due time a scheduled run was made for. */
   scheduledAt?: Date;
+  /** The job's definition in the process that queued it (see JobDefinition.text). */
+  definedAs?: string;
   status: RunStatus;
   attempts: number;
   /** The process running it now, or that ran its last attempt. */
@@ -70,8 +72,8 @@ export class RunHistory {
   }
 
   /** Records a scheduled run as queued; false when it exists already (another process made it first). */
-  async addScheduled(job: string, due: Date, priority: number): Promise<boolean> {
-    const { _id, ...run } = newRun(`${job}@${due.toISOString()}`, job, 'scheduled', due, priority, { scheduledAt: due });
+  async addScheduled(job: string, due: Date, priority: number, definedAs: string): Promise<boolean> {
+    const { _id, ...run } = newRun(`${job}@${due.toISOString()}`, job, 'scheduled', due, priority, { scheduledAt: due, definedAs });
     try {
       // Not an insert: every other process's copy would fail with a duplicate key, which /metrics and the dashboard
       // count as a failed database operation (one per due run and extra jobs process).
@@ -84,8 +86,8 @@ export class RunHistory {
     }
   }
 
-  async enqueue(id: string, job: string, data: unknown, runAt: Date, priority: number): Promise<void> {
-    await this.runs.insertAsync(newRun(id, job, 'queued', runAt, priority, data === undefined ? {} : { data }));
+  async enqueue(id: string, job: string, data: unknown, runAt: Date, priority: number, definedAs: string): Promise<void> {
+    await this.runs.insertAsync(newRun(id, job, 'queued', runAt, priority, data === undefined ? { definedAs } : { data, definedAs }));
   }
 
   /** Due queued runs of the jobs this process knows, most urgent first. */
@@ -180,6 +182,12 @@ export class RunHistory {
         { status: 'queued', kind: 'scheduled', runAt: { $lt: before } },
       ],
     });
+  }
+
+  /** The definition of `job` in a process that queued a run of it since `since` and defines it otherwise than `definedAs`, if any. */
+  async otherDefinition(job: string, definedAs: string, since: Date): Promise<string | undefined> {
+    const run = await this.runs.findOneAsync({ job, createdAt: { $gte: since }, definedAs: { $exists: true, $ne: definedAs } });
+    return run?.definedAs;
   }
 
   /** The latest runs, newest first (of one job, or of all). */

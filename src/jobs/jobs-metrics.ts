@@ -91,6 +91,8 @@ export interface JobSummary {
   succeeded: number;
   failed: number;
   running: number;
+  /** The runners (`host-pid-id`) running its runs now, so an operator knows which process to look at. */
+  runningOn?: string[];
   queued: number;
   /** Mean duration of the finished runs read, ms. */
   avgMs: number | null;
@@ -108,6 +110,7 @@ interface RunLike {
   finishedAt?: Date;
   durationMs?: number;
   error?: string;
+  runner?: string | null;
 }
 
 /** Per job: runs by status, mean duration, last finish, last failure and its error, next run (the earliest queued run or the schedule's). */
@@ -123,7 +126,10 @@ export function summarizeRuns(runs: readonly RunLike[], schedules: ReadonlyArray
     r.runs++;
     if (run.status === 'succeeded') r.succeeded++;
     else if (run.status === 'failed') r.failed++;
-    else if (run.status === 'running') r.running++;
+    else if (run.status === 'running') {
+      r.running++;
+      if (run.runner && !r.runningOn?.includes(run.runner)) (r.runningOn ??= []).push(run.runner);
+    }
     else if (run.status === 'queued') {
       r.queued++;
       const at = new Date(run.runAt).toISOString();
@@ -152,9 +158,12 @@ export function summarizeRuns(runs: readonly RunLike[], schedules: ReadonlyArray
 /** Runs read for the dashboard's summary, per job (its newest). */
 const SUMMARY_RUNS = 100;
 
-/** Shows the jobs on the APM dashboard, from `recent` (each job's latest runs in the durable history) and this process's schedules. */
-export function showJobsOnDashboard(recent: (limit: number) => Promise<RunLike[]>, schedules: () => Array<{ job: string; nextRunAt?: string }>, runner: string): void {
-  apm.jobsFrom(async () => ({ runner, jobs: summarizeRuns(await recent(SUMMARY_RUNS), schedules()) }));
+/**
+ * Shows the jobs on the APM dashboard, from `recent` (each job's latest runs in the durable history) and this process's
+ * schedules; `runner` is this process's runner name, absent in a process that runs no jobs and shows them read-only.
+ */
+export function showJobsOnDashboard(recent: (limit: number) => Promise<RunLike[]>, schedules: () => Array<{ job: string; nextRunAt?: string }>, runner: string | undefined): void {
+  apm.jobsFrom(async () => ({ ...(runner === undefined ? { readOnly: true } : { runner }), jobs: summarizeRuns(await recent(SUMMARY_RUNS), schedules()) }));
 }
 
 export function hideJobsOnDashboard(): void {

@@ -62,6 +62,8 @@ export class Jobs {
   private scheduler: Scheduler | undefined;
   private history: RunHistory | undefined;
   private stopGraceMs = STOP_GRACE_MS;
+  /** Whether this process shows the jobs read-only (showWithoutRunning). */
+  private showing = false;
 
   /** `database`: where the queue and history live (default: the default database, as collections use). */
   constructor(private database?: Database | Promise<Database>) {}
@@ -93,7 +95,7 @@ export class Jobs {
     const priority = options.priority ?? 0;
     if (typeof priority !== 'number' || !Number.isFinite(priority)) throw JobErrors.badOptions({ name, problem: 'priority must be a number' });
     const id = `${name}:${Random.id()}`;
-    await this.store().enqueue(id, name, data, runAt, priority);
+    await this.store().enqueue(id, name, data, runAt, priority, def.text);
     if (runAt.getTime() <= Date.now()) this.scheduler?.kick();
     return id;
   }
@@ -156,8 +158,29 @@ export class Jobs {
     log.info('running jobs', { runner: holder, jobs: this.definitions.size, schedules: scheduler.schedules().length });
   }
 
+  /**
+   * Shows the app's jobs on this process's dashboard and in `perseid top` without running them (a web process): the
+   * figures a jobs process shows, read from the history every process shares, each schedule's next run computed here.
+   * Runs are counted on /metrics only by the process that runs them.
+   */
+  showWithoutRunning(database?: Database | Promise<Database>): void {
+    if (this.scheduler || this.definitions.size === 0) return;
+    if (database && database !== this.database) {
+      this.database = database;
+      this.history = undefined;
+    }
+    this.showing = true;
+    const schedules = () =>
+      [...this.definitions.values()].flatMap((d) => (d.schedule ? [{ job: d.name, nextRunAt: d.schedule.next(new Date())?.toISOString() }] : []));
+    showJobsOnDashboard((limit) => this.store().latestOfEach(this.names, limit), schedules, undefined);
+  }
+
   /** Stops running jobs here: waits for running attempts (see stopGraceMs), then gives the runner lease up. */
   async stop(): Promise<void> {
+    if (this.showing) {
+      this.showing = false;
+      hideJobsOnDashboard();
+    }
     const scheduler = this.scheduler;
     if (!scheduler) return;
     this.scheduler = undefined;

@@ -52,6 +52,8 @@ export class Scheduler {
   private readonly active = new Set<Promise<void>>();
   private readonly controllers = new Map<string, Set<AbortController>>();
   private readonly timers: NodeJS.Timeout[] = [];
+  /** Jobs and other processes' definitions of them already logged (checkDefinitions). */
+  private readonly otherDefinitions = new Set<string>();
   private scheduleTimer: NodeJS.Timeout | undefined;
   private draining: Promise<void> | undefined;
   private drainAgain = false;
@@ -110,6 +112,12 @@ export class Scheduler {
       if (late > leaseTtlMs / 3) options.log.debug('this process was stalled; not judging other runners this round', { lateMs: late });
       else void this.sweep();
     });
+    every(sweepEvery, () => {
+      // The runs queued since the previous check, and a little before (a slow database, a late timer).
+      void this.checkDefinitions(new Date(Date.now() - 3 * sweepEvery)).catch((error: Error) =>
+        options.log.debug("could not compare other processes' job definitions", { error: error.message }),
+      );
+    });
     every(Math.min(3_600_000, Math.max(1000, Math.floor(retentionMs / 10))), () => void this.prune());
     this.kick();
     void this.sweep();
@@ -160,6 +168,8 @@ export class Scheduler {
       for (const set of this.controllers.values()) for (const c of set) c.abort(new Error('the process stopped'));
       await Promise.all(this.active);
     }
+    // Also ends the wait of attempts that ended while their function still runs: their no-overlap locks lapse.
+    this.closing.abort();
     await this.runner.stop();
   }
 
@@ -201,7 +211,7 @@ export class Scheduler {
           break;
         }
         try {
-          await this.options.history.addScheduled(def.name, due, def.priority);
+          await this.options.history.addScheduled(def.name, due, def.priority, def.text);
         } catch (error) {
           this.options.log.warn('could not queue a scheduled run', { job: def.name, due: due.toISOString(), error: (error as Error).message });
         }
@@ -249,6 +259,26 @@ export class Scheduler {
       }
       // Every run read was taken by other processes: try again at the next poll rather than spin.
       if (claimed === 0) return;
+    }
+  }
+
+  /**
+   * Runs queued lately by a process that defines the job otherwise (a rolling upgrade that changes its schedule or
+   * timeout, or a process of an older version left running): a scheduled job's runs then happen on both schedules,
+   * and each run goes by the definition of the process that claims it. Said once per job and definition, as it lasts
+   * until the last process of the other version stops.
+   */
+  private async checkDefinitions(since: Date): Promise<void> {
+    for (const def of this.definitions.values()) {
+      if (this.stopped) return;
+      const there = await this.options.history.otherDefinition(def.name, def.text, since);
+      if (there === undefined || this.otherDefinitions.has(`${def.name}\n${there}`)) continue;
+      this.otherDefinitions.add(`${def.name}\n${there}`);
+      this.options.log.warn('another process of this app defines this job otherwise: until every process defines it alike, each run goes by the definition of the process that takes it, and a schedule\'s runs happen on both', {
+        job: def.name,
+        here: def.text,
+        there,
+      });
     }
   }
 

@@ -106,8 +106,9 @@ async function refresh() {
       c.plan ? (c.plan.instances === null ? 'unknown (no load to measure)' : c.plan.instances + ' instance(s) for ' + c.plan.sessions + ' sessions at ' + c.plan.cpuPercent + ' % CPU') : 'add ?sessions=N to plan', c.note || '']]);
   const jobs = v.jobs;
   if (jobs && jobs.jobs) table('t-jobs', ['job', 'runs', 'succeeded', 'failed', 'running', 'queued', 'avg ms', 'last run', 'next run', 'last failure'],
-    jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running, j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastFailedAt ? new Date(j.lastFailedAt).toLocaleTimeString() + ': ' + j.lastError : '']));
+    jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running + (j.runningOn ? ' on ' + j.runningOn.join(', ') : ''), j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastFailedAt ? new Date(j.lastFailedAt).toLocaleTimeString() + ': ' + j.lastError : '']));
   else $('t-jobs').replaceChildren(el('p', { className: 'none' }, jobs && jobs.error ? 'jobs: ' + jobs.error : 'no jobs engine in this process'));
+  $('jobs-note').textContent = jobs && jobs.readOnly ? "read from the app's database: this process runs no jobs (role web); its jobs processes run them" : '';
   table('t-processes', ['worker', 'pid', 'CPU %', 'RSS MB', 'heap MB', 'loop delay p99 ms', 'loop delay max ms (1 min)', 'loop busy', 'GC ms', 'sessions'],
     v.processes.map((p) => [p.worker ?? '–', p.pid, fmt(p.cpu), fmt(p.rssMb, 0), fmt(p.heapMb, 0), fmt(p.lagP99), fmt(p.lagMax), fmt(100 * p.utilization, 0) + ' %', fmt(p.gcMs), p.sessions]));
   if (v.servers.length) table('t-servers', ['server', 'sessions', 'CPU %', 'loop delay ms', 'RSS MB', 'methods/s', 'method p95 ms'],
@@ -134,7 +135,7 @@ const BODY = `
 <h2>Index advice</h2><div id="t-advice"></div>
 <h2>Query shapes</h2><div id="t-shapes"></div>
 <h2>Capacity</h2><div id="t-capacity"></div>
-<h2>Jobs</h2><div id="t-jobs"></div>
+<h2>Jobs</h2><p id="jobs-note" class="none"></p><div id="t-jobs"></div>
 <h2>Processes</h2><div id="t-processes"></div>
 <h2>Servers</h2><div id="t-servers"></div>
 `;
