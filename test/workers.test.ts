@@ -222,3 +222,26 @@ describe('perseid start --workers 2', { skip: needsServices({ 'mongo-java-server
     );
   });
 });
+
+describe('perseid start --workers: a SockJS streaming client that goes away', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  let primary: PerseidProcess;
+  let database: ReturnType<typeof freshDatabase>;
+  before(async () => {
+    database = freshDatabase(mongo!);
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '1'], { MONGO_URL: database.url });
+  });
+  after(async () => {
+    await primary?.stop('SIGINT');
+    await database?.drop();
+  });
+
+  it('ends its session on the worker', async () => {
+    const sessions = async () => ((await (await fetch(`${primary.url}/health`)).json()) as { sessions: number }).sessions;
+    const peers = await Promise.all(Array.from({ length: 3 }, () => SockjsPeer.open(`${primary.url}/sockjs`, 'xhr-streaming')));
+    for (const [p, peer] of peers.entries()) await peer.call(`gone-${p}`, 'whoami');
+    await eventually(async () => (await sessions()) === 3, 'the three sessions counted');
+    // Their page closed: the streaming requests are cut, as a browser cuts them.
+    for (const peer of peers) peer.close();
+    await eventually(async () => (await sessions()) === 0, 'the sessions of the clients gone ended', 15000);
+  });
+});

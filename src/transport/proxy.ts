@@ -32,6 +32,11 @@ export function proxyRequest(req: IncomingMessage, res: ServerResponse, target: 
     if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
     res.end(`Bad gateway: ${error.message}\n`);
   });
+  // A client gone before its answer ended (a SockJS stream or long poll dropped) ends the request upstream too:
+  // left open, it held the client's session on the server behind, as if still connected, for good.
+  res.on('close', () => {
+    if (!res.writableFinished) upstream.destroy();
+  });
   req.pipe(upstream);
 }
 
