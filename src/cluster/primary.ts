@@ -12,6 +12,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
 import { apm, type ApmSnapshot } from '../metrics/apm.js';
 import { mergeSnapshots } from '../metrics/dashboard-view.js';
+import { residentBytes } from '../metrics/memory-usage.js';
 import { metrics } from '../metrics/registry.js';
 import type { ChangeSource } from '../data/change-source.js';
 import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from '../server/http.js';
@@ -126,7 +127,7 @@ export class Primary {
       sessions: ready.reduce((n, w) => n + w.load.sessions, 0),
       cpuPercent: ready.length ? Math.round(ready.reduce((n, w) => n + w.load.cpuPercent, 0) / ready.length) : 0,
       lagMs: Math.max(0, ...ready.map((w) => w.load.lagMs)),
-      memoryMb: ready.reduce((n, w) => n + w.load.memoryMb, Math.round(process.memoryUsage.rss() / 1048576)),
+      memoryMb: ready.reduce((n, w) => n + w.load.memoryMb, Math.round(residentBytes() / 1048576)),
       methodP95Ms: Math.max(0, ...ready.map((w) => w.load.methodP95Ms)),
     };
   }

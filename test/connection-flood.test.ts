@@ -1,0 +1,85 @@
+/**
+ * Floods of connections that never send a request, against real processes:
+ * a server whose file descriptors are all taken stays up and serves again
+ * once they are free.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import WebSocket from 'ws';
+import { startPerseid, type PerseidProcess } from './processes.js';
+
+const APP = 'dist/test/fixtures/cluster-app.js';
+
+/** Opens `count` connections from 127.0.0.1 that send nothing; resolves once each is open or refused. */
+async function silentConnections(port: number, count: number): Promise<{ sockets: Socket[]; closed: () => number }> {
+  let closed = 0;
+  const sockets = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<Socket>((resolve) => {
+          const socket = connect({ port, host: '127.0.0.1', localAddress: '127.0.0.1' });
+          socket.on('close', () => closed++);
+          socket.on('error', () => undefined);
+          socket.once('connect', () => resolve(socket));
+          socket.once('error', () => resolve(socket));
+        }),
+    ),
+  );
+  return { sockets, closed: () => closed };
+}
+
+/** A DDP client from another loopback address (another client than the flood's): resolves once `connected`. */
+function ddpConnects(url: string, from: string, timeoutMs = 5000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/websocket`, { localAddress: from });
+    const timer = setTimeout(() => {
+      ws.terminate();
+      reject(new Error(`no \`connected\` from ${url} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    ws.on('open', () => ws.send(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] })));
+    ws.on('message', (data) => {
+      if (!String(data).includes('"connected"')) return;
+      clearTimeout(timer);
+      ws.close();
+      resolve();
+    });
+    ws.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}
+
+describe('a server out of file descriptors', () => {
+  let dir: string;
+  let server: PerseidProcess;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'perseid-fds-'));
+    server = await startPerseid(APP, ['--port', '0', '--data-dir', dir, '--max-connections-per-address', '0']);
+    // A small table of descriptors, filled by a flood from one address (no limit per address here).
+    const limited = spawnSync('prlimit', [`--pid=${server.child.pid}`, '--nofile=256:256']);
+    assert.equal(limited.status, 0, `prlimit: ${String(limited.stderr)}`);
+  });
+  after(async () => {
+    await server?.stop('SIGINT');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('stays up while they are taken and serves again once they are free', async () => {
+    const flood = await silentConnections(server.port, 400);
+    try {
+      // The APM samples every 2 s: three samples with no descriptor free.
+      await new Promise((resolve) => setTimeout(resolve, 6500));
+      assert.equal(server.child.exitCode, null, `the server stopped:\n${server.log()}`);
+    } finally {
+      for (const socket of flood.sockets) socket.destroy();
+    }
+    await ddpConnects(server.url, '127.0.0.2', 10000);
+  });
+});
