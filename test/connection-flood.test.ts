@@ -1,7 +1,8 @@
 /**
  * Floods of connections that never send a request, against real processes:
- * a server whose file descriptors are all taken stays up and serves again
- * once they are free.
+ * a workers' primary holds at most the per-address limit of them, each for at
+ * most 10 s, and serves other clients meanwhile; a server whose file
+ * descriptors are all taken stays up and serves again once they are free.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -11,9 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import WebSocket from 'ws';
-import { startPerseid, type PerseidProcess } from './processes.js';
+import { serviceUrl } from '../scripts/services/control.js';
+import { freshDatabase } from './databases.js';
+import { eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
+const mongo = await serviceUrl('mongo-java-server');
 
 /** Opens `count` connections from 127.0.0.1 that send nothing; resolves once each is open or refused. */
 async function silentConnections(port: number, count: number): Promise<{ sockets: Socket[]; closed: () => number }> {
@@ -55,6 +60,31 @@ function ddpConnects(url: string, from: string, timeoutMs = 5000): Promise<void>
     });
   });
 }
+
+describe('perseid start --workers 1: connections that never send a request', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  let primary: PerseidProcess;
+  let database: ReturnType<typeof freshDatabase>;
+  before(async () => {
+    database = freshDatabase(mongo!);
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '1', '--max-connections-per-address', '50'], { MONGO_URL: database.url });
+  });
+  after(async () => {
+    await primary?.stop('SIGINT');
+    await database?.drop();
+  });
+
+  it('are held at most 50 from one address, for at most 10 s, while another client is served', async () => {
+    const flood = await silentConnections(primary.port, 150);
+    try {
+      await eventually(() => flood.closed() >= 100, 'the 100 past the limit closed', 5000);
+      await ddpConnects(primary.url, '127.0.0.2');
+      assert.equal(flood.closed(), 100, 'the 50 within the limit are still open');
+      await eventually(() => flood.closed() === 150, 'the last 50 closed after 10 s of silence', 15000);
+    } finally {
+      for (const socket of flood.sockets) socket.destroy();
+    }
+  });
+});
 
 describe('a server out of file descriptors', () => {
   let dir: string;

@@ -24,6 +24,7 @@ import type { ConnectionRouter } from '../server/connection-router.js';
 import { serverSummary, type LoadFigures } from './load-monitor.js';
 import { proxyRequest } from '../transport/proxy.js';
 import { FrontDoor } from '../server/front-door.js';
+import { limitSilentConnections } from '../server/silent-connections.js';
 import { UntrustedProxyWarning } from '../server/proxy-warning.js';
 import { upgradeOwnProxies } from '../transport/passed-on.js';
 import { WorkerPool, type WorkerHandle } from './worker-pool.js';
@@ -42,6 +43,8 @@ export interface PrimaryOptions {
   /** Pages allowed to connect (the workers check their own connections; the primary answers `/sockjs/info`). */
   allowedOrigins: AllowedOrigins;
   forwardedCount: number;
+  /** Connections one client address may hold (--max-connections-per-address; 0: no limit), here those that have not sent their request yet. */
+  maxConnectionsPerAddress?: number;
   /** Content-Security-Policy of the static files the primary serves. */
   contentSecurityPolicy?: string | false;
   /** False when `--admin-port` serves the operational endpoints (see adminRequest). */
@@ -100,6 +103,7 @@ export class Primary {
     });
     metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
     this.httpServer = createServer((req, res) => this.request(req, res));
+    limitSilentConnections(this.httpServer, options.maxConnectionsPerAddress, options.forwardedCount);
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
   }
 

@@ -7,6 +7,9 @@
  */
 import { addressGroup } from './address-group.js';
 
+/** --max-connections-per-address's default. */
+export const DEFAULT_CONNECTIONS_PER_ADDRESS = 1000;
+
 export class AddressLimit {
   private readonly counts = new Map<string, number>();
 

@@ -1,0 +1,41 @@
+/**
+ * Connections that have not yet sent a whole request. Node's HTTP server times
+ * out a request once it has begun (headersTimeout), never a connection that
+ * sends nothing: those were kept for good, so one client that opened 20,000
+ * took every file descriptor and nobody else could connect. Such a connection
+ * now has 10 s to send its first request's headers, and one address may hold
+ * at most `perAddress` of them open at once (more are closed at once).
+ */
+import type { IncomingMessage, Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { AddressLimit, DEFAULT_CONNECTIONS_PER_ADDRESS } from './address-limit.js';
+
+/** How long a new connection may take to send its first request's headers. */
+export const FIRST_REQUEST_MS = 10_000;
+
+/**
+ * @param perAddress silent connections per client address (IPv6: per /64), --max-connections-per-address; 0 for no limit
+ * @param forwardedCount proxies in front (HTTP_FORWARDED_COUNT): every client then shares their address, so no limit per address
+ */
+export function limitSilentConnections(server: Server, perAddress: number | undefined, forwardedCount: number, deadlineMs = FIRST_REQUEST_MS): void {
+  const limit = new AddressLimit(forwardedCount > 0 ? 0 : (perAddress ?? DEFAULT_CONNECTIONS_PER_ADDRESS));
+  const silent = new WeakMap<Socket, () => void>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress;
+    if (!limit.take(address)) {
+      socket.destroy();
+      return;
+    }
+    const timer = setTimeout(() => socket.destroy(), deadlineMs).unref();
+    const spoke = () => {
+      if (!silent.delete(socket)) return;
+      clearTimeout(timer);
+      limit.release(address);
+    };
+    silent.set(socket, spoke);
+    socket.once('close', spoke);
+  });
+  const spoke = (req: IncomingMessage) => silent.get(req.socket)?.();
+  server.prependListener('request', spoke);
+  server.prependListener('upgrade', spoke);
+}
