@@ -12,7 +12,7 @@ import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freshDatabase } from './databases.js';
-import { SockjsXhrSession } from '../scripts/fuzz/wire.js';
+import { httpRequest, SockjsXhrSession } from '../scripts/fuzz/wire.js';
 import { eventually, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
 
@@ -119,6 +119,24 @@ describe('perseid start --workers 2', { skip: needsServices({ 'mongo-java-server
       return who !== undefined;
     }, 'the answer');
     assert.equal(who!.address, '198.51.100.7');
+  });
+
+  it('pins a SockJS session to a worker when a request opens it, not for each post to a made-up session', async () => {
+    const pinned = async () => {
+      const stats = (await (await fetch(`${primary.url}/perseid/stats`, ASKED_ON_THE_PROXY_HOST)).json()) as { workers: Array<{ sockjsSessions: number }> };
+      return stats.workers.reduce((n, w) => n + w.sockjsSessions, 0);
+    };
+    const before = await pinned();
+    for (let batch = 0; batch < 10; batch++) {
+      const posts = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => httpRequest(primary.port, 'POST', `/sockjs/1/made-up-${batch}-${i}/xhr_send`, '["x"]', { 'content-type': 'text/plain' })),
+      );
+      assert.ok(posts.every((post) => post.status === 404), 'a post to a session no worker has is answered 404');
+    }
+    // The primary forgets pinned sessions idle for two minutes, so the count may only have gone down meanwhile.
+    assert.ok((await pinned()) <= before, `500 posts to made-up sessions pinned ${(await pinned()) - before} of them`);
+    await SockjsXhrSession.open(primary.port);
+    assert.ok((await pinned()) >= 1, 'the session opened is pinned');
   });
 
   it('follows the database once and delivers changes to the worker that watches them', async () => {

@@ -17,7 +17,7 @@ import { metrics } from '../metrics/registry.js';
 import type { ChangeSource } from '../data/change-source.js';
 import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from '../server/http.js';
 import { originAllowed, type AllowedOrigins } from '../transport/origins.js';
-import { isWebSocketPath, pathOf, sockjsSessionOf } from '../transport/paths.js';
+import { isWebSocketPath, opensSockjsSession, pathOf, sockjsSessionOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import { ChangeForwarder } from './change-forwarder.js';
 import type { ConnectionRouter } from '../server/connection-router.js';
@@ -101,7 +101,10 @@ export class Primary {
       stats: () => this.workersStats(),
       adminEndpoints: options.adminEndpoints !== false,
     });
-    metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
+    metrics.section('workers', () => {
+      const pinned = this.pool.pinnedSessions();
+      return this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load, sockjsSessions: pinned.get(w.id) ?? 0 }));
+    });
     this.httpServer = createServer((req, res) => this.request(req, res));
     limitSilentConnections(this.httpServer, options.maxConnectionsPerAddress, options.forwardedCount);
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
@@ -246,7 +249,7 @@ export class Primary {
     if (path.startsWith('/sockjs/')) {
       this.proxyWarning.check(req.socket.remoteAddress, req.headers, 0);
       const session = sockjsSessionOf(path);
-      const worker = session ? this.pool.forSession(session) : this.pool.choose();
+      const worker = session ? this.pool.forSession(session, opensSockjsSession(path)) : this.pool.choose();
       if (!worker?.httpPort) {
         res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' });
         res.end('No worker is ready\n');
