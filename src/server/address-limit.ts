@@ -26,6 +26,11 @@ export class AddressLimit {
     return true;
   }
 
+  /** Whether `address` has `limit` places taken. */
+  full(address: string | undefined): boolean {
+    return this.limit !== 0 && address !== undefined && (this.counts.get(addressGroup(address)) ?? 0) >= this.limit;
+  }
+
   release(address: string | undefined): void {
     if (this.limit === 0 || address === undefined) return;
     const client = addressGroup(address);
