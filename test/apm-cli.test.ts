@@ -16,6 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { CLI, eventually, startPerseid, type PerseidProcess } from './processes.js';
 import { RawPeer, startServer } from './helpers.js';
 import { topScreen } from '../src/cli/apm.js';
+import type { JobSummary } from '../src/jobs/jobs-metrics.js';
 import type { DashboardView } from '../src/metrics/dashboard-view.js';
 import { freePort } from '../scripts/services/process.js';
 
@@ -172,7 +173,7 @@ describe('perseid top, advise and capacity against a server that is not this Per
   });
 });
 
-describe('perseid top on a job that fails every run', () => {
+describe('perseid top on a job that fails', () => {
   it('prints the job\'s last error beside its failed runs, as the dashboard does', async () => {
     const t = await startServer(async (server, { database }) => {
       server.jobs.define('nightly-export', () => {
@@ -187,7 +188,33 @@ describe('perseid top on a job that fails every run', () => {
         screen = topScreen((await (await fetch(`${t.url}/perseid/dashboard.json`)).json()) as DashboardView);
         return / 1 +1 /.test(screen.split('\n').find((l) => l.startsWith('nightly-export')) ?? '');
       }, 'the failed run in perseid top', 10000);
-      assert.match(screen, /^Jobs\njob +runs +failed +avg ms +next run +last error\nnightly-export +1 +1 +\d+ +– +export bucket is gone$/m, screen);
+      assert.match(screen, /^Jobs\njob +runs +failed +avg ms +next run +last failure\nnightly-export +1 +1 +\d+ +– +\S+Z export bucket is gone$/m, screen);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('keeps the last failure, and when it was, once a later run succeeded', async () => {
+    let runs = 0;
+    const t = await startServer(async (server, { database }) => {
+      server.jobs.define('sync', () => {
+        if (++runs === 1) throw new Error('upstream timed out');
+      }, { retries: 0 });
+      await server.jobs.start({ database, pollMs: 50 });
+    });
+    try {
+      const view = async () => (await (await fetch(`${t.url}/perseid/dashboard.json`)).json()) as DashboardView;
+      const sync = async () => ((await view()).jobs as { jobs: JobSummary[] }).jobs.find((j) => j.job === 'sync');
+      await t.server.jobs.enqueue('sync');
+      await eventually(async () => (await sync())?.failed === 1, 'the failed run', 10000);
+      await t.server.jobs.enqueue('sync');
+      await eventually(async () => (await sync())?.succeeded === 1, 'the run that succeeded', 10000);
+      // A job failing now and then showed a count of failures with no error: only the latest run's was kept.
+      const row = (await sync())!;
+      assert.equal(row.lastError, 'upstream timed out');
+      assert.ok(row.lastFailedAt! <= row.lastFinishedAt!, JSON.stringify(row));
+      const screen = topScreen(await view());
+      assert.match(screen, new RegExp(`^sync +2 +1 +\\d+ +– +${row.lastFailedAt} upstream timed out$`, 'm'), screen);
     } finally {
       await t.close();
     }

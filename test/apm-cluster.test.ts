@@ -2,19 +2,24 @@
  * A balancing cluster's /metrics: two real servers (processes on loopback)
  * sharing a registry in a real Redis; the balancer's scrape lists every
  * server's summary (sessions, CPU, event-loop delay, memory, methods/s,
- * p95) labelled by its registry id, as each announced it.
+ * p95) labelled by its registry id, as each announced it; its dashboard,
+ * perseid top, advise and capacity name the server they read, since their
+ * other figures are its own.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freePort } from '../scripts/services/process.js';
+import { topScreen } from '../src/cli/apm.js';
+import type { DashboardView } from '../src/metrics/dashboard-view.js';
 import { redisKeyPrefix } from '../src/redis-keys.js';
 import { freshDatabase } from './databases.js';
 import { seriesValue } from './helpers.js';
-import { eventually, startPerseid, type PerseidProcess } from './processes.js';
+import { CLI, eventually, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
@@ -88,6 +93,57 @@ describe("a balancing cluster's /metrics", { skip }, () => {
       }
     }
     assert.equal(text.match(/^# TYPE perseid_server_sessions gauge$/gm)?.length, 1);
+  });
+
+  it('perseid top, advise, capacity and the dashboard name the server they read, whose figures they are', async () => {
+    await eventually(async () => ((await (await fetch(`${balancer.url}/perseid/dashboard.json`)).json()) as DashboardView).servers.length >= 2, 'the balancer to list both servers', 10000);
+    const view = (await (await fetch(`${balancer.url}/perseid/dashboard.json`)).json()) as DashboardView;
+    const stats = (await (await fetch(`${balancer.url}/perseid/stats`)).json()) as { cluster: { id: string } };
+    assert.equal(view.server, stats.cluster.id);
+    const screen = topScreen(view);
+    assert.match(screen.split('\n')[0]!, new RegExp(`^perseid top · server ${view.server} · `), screen);
+    assert.match(screen, new RegExp(`the other tables are server ${view.server}'s alone`), screen);
+    assert.match(screen, new RegExp(`^${view.server} \\(this one\\) `, 'm'), screen);
+    // perseid advise and capacity too: "no query shape scans" was said of the server asked, not of the cluster.
+    for (const command of ['advise', 'capacity']) {
+      const run = spawnSync(process.execPath, [CLI, command, '--url', balancer.url], { encoding: 'utf8', timeout: 20000 });
+      assert.equal(run.status, 0, run.stderr);
+      assert.match(run.stdout.split('\n')[0]!, new RegExp(`^Server ${view.server} of a cluster: from .*, not the other servers' \\(ask each\\)\\.$`), run.stdout);
+    }
+  });
+
+  it('lists the method calls per second of a server running workers', async () => {
+    // A workers' primary announces for its workers: their calls per second summed, not none.
+    const workers = await member({ MONGO_URL: database.url, REDIS_URL: redis! }, ['--workers', '1']);
+    const client = new SimpleDDP({ endpoint: `${workers.url.replace(/^http/, 'ws')}/websocket`, SocketConstructor: PassedOnWebSocket, reconnectInterval: 100 });
+    try {
+      await client.connect();
+      let id: string | undefined;
+      await eventually(
+        async () => {
+          const stats = (await (await fetch(`${balancer.url}/perseid/stats`)).json()) as { cluster?: { servers: Array<{ id: string; url: string }> } };
+          id = stats.cluster?.servers.find((s) => s.url === workers.url)?.id;
+          return id !== undefined;
+        },
+        'the balancer to see the server running workers',
+        15000,
+      );
+      // Calls keep coming until its primary announces a window that had some (it said 0 whatever its workers did).
+      await eventually(
+        async () => {
+          await Promise.all(Array.from({ length: 5 }, () => client.call('whoami')));
+          const text = await (await fetch(`${balancer.url}/metrics`)).text();
+          return (seriesValue(text, `perseid_server_methods_per_second{server="${id}"}`) ?? 0) > 0;
+        },
+        'the balancer to list the method calls of the server running workers',
+        15000,
+      );
+      // Its primary's dashboard names it too.
+      assert.equal(((await (await fetch(`${workers.url}/perseid/dashboard.json`)).json()) as DashboardView).server, id);
+    } finally {
+      await client.disconnect().catch(() => undefined);
+      await workers.stop();
+    }
   });
 
   it('lists a server of an older version, which announced no memory nor method times, with numbers', async () => {

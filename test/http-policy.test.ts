@@ -173,7 +173,7 @@ describe('allowed origins', () => {
   });
 
   it('refuses /sockjs/info from another origin when a balancer answers it too', async () => {
-    t.server.routeConnections({ sockjsBaseUrl: () => undefined, upgradeTarget: () => undefined, passedOnByPeer: () => false, peerOrigins: () => [], serverSummaries: () => [] });
+    t.server.routeConnections({ id: 'this-server', sockjsBaseUrl: () => undefined, upgradeTarget: () => undefined, passedOnByPeer: () => false, peerOrigins: () => [], serverSummaries: () => [] });
     const evil = await httpRequest(t.port, 'GET', '/sockjs/info', undefined, { origin: 'https://evil.example' });
     assert.equal(evil.status, 403);
     const mine = await httpRequest(t.port, 'GET', '/sockjs/info', undefined, { origin: 'https://app.example.com' });
@@ -184,7 +184,7 @@ describe('allowed origins', () => {
   it("lets pages of the cluster's other servers connect, and widens the pages' connect-src to them", async () => {
     const clustered = await startServer((server) => tasksApp(server), { allowedOrigins: [] });
     try {
-      clustered.server.routeConnections({ sockjsBaseUrl: () => undefined, upgradeTarget: () => undefined, passedOnByPeer: () => false, peerOrigins: () => ['https://b.example'], serverSummaries: () => [] });
+      clustered.server.routeConnections({ id: 'this-server', sockjsBaseUrl: () => undefined, upgradeTarget: () => undefined, passedOnByPeer: () => false, peerOrigins: () => ['https://b.example'], serverSummaries: () => [] });
       assert.equal(await upgrade(clustered, '/websocket', { Origin: 'https://b.example' }), 101);
       assert.equal(await upgrade(clustered, '/websocket', { Origin: 'https://c.example' }), 403);
       const policy = (await fetch(`${clustered.url}/`)).headers.get('content-security-policy');

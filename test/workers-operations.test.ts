@@ -2,8 +2,9 @@
  * What an operator reads from `perseid start` on MongoDB (real processes on
  * mongo-java-server). With `--workers 2`: `/perseid/stats` covers the machine
  * as `/metrics` and the dashboard do (the workers' sessions, live queries and
- * jobs), the dashboard merges what the workers measured alike (query shapes),
- * and each worker's log lines say which worker wrote them. With workers or
+ * jobs), the dashboard merges what the workers measured alike (query shapes)
+ * and says which worker each slowest call and error ran on, and each worker's
+ * log lines say which worker wrote them. With workers or
  * without, the last line says the process stopped.
  */
 import assert from 'node:assert/strict';
@@ -12,7 +13,9 @@ import { MongoClient } from 'mongodb';
 import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
+import { topScreen } from '../src/cli/apm.js';
 import type { JobRun } from '../src/jobs/history.js';
+import type { DashboardView } from '../src/metrics/dashboard-view.js';
 import { freshDatabase } from './databases.js';
 import { eventually, exited, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
@@ -89,6 +92,22 @@ describe('perseid start --workers 2: what an operator reads', { skip: needsServi
     assert.equal(notes.length, 1, JSON.stringify(view.shapes));
     // Each subscription read its notes once, on its own worker.
     assert.ok(notes[0]!.ops >= clients.length, JSON.stringify(notes));
+  });
+
+  it('the slowest calls and the recent errors say which worker they ran on, in the dashboard and perseid top', async () => {
+    for (const client of clients) await client.call('fail').catch(() => undefined);
+    const view = (await (await asked('/perseid/dashboard.json')).json()) as DashboardView;
+    const workers = [...new Set(on.values())].sort();
+    const failures = view.errors.filter((e) => e.name === 'fail');
+    assert.deepEqual(failures.map((e) => e.worker).sort(), workers, JSON.stringify(failures));
+    for (const e of failures) assert.equal(e.count, [...on.values()].filter((w) => w === e.worker).length, `the failures on worker ${e.worker}`);
+    // Each worker keeps its own slowest whoami.
+    assert.deepEqual(view.traces.filter((t) => t.name === 'whoami').map((t) => t.worker).sort(), workers);
+    const screen = topScreen(view);
+    for (const worker of workers) {
+      assert.match(screen, new RegExp(`× method fail \\(worker ${worker}\\): failed on purpose`), screen);
+      assert.match(screen, new RegExp(`method whoami \\(worker ${worker}\\) `), screen);
+    }
   });
 
   it('on SIGTERM, each worker\'s lines say which it is, and the last says the machine stopped', async () => {

@@ -7,6 +7,7 @@
 import type { AdviceCost, IndexAdvice } from '../metrics/advisor.js';
 import type { CapacityReport } from '../metrics/capacity.js';
 import type { DashboardView } from '../metrics/dashboard-view.js';
+import { SERVER_HEADER } from '../server/connection-router.js';
 import { integerOption, UsageError, type CommandSpec, type OptionSpec, type Parsed } from './args.js';
 import { StartupError } from './startup-error.js';
 
@@ -25,7 +26,9 @@ export const topCommand: CommandSpec = {
     interval: { type: 'string', default: '2000', value: '<ms>', help: 'Refresh every this many milliseconds' },
     once: { type: 'boolean', help: 'Print once and exit' },
   },
-  details: 'Ctrl-C stops. The figures are those of /perseid/dashboard (recent window: the last 30 to 60 s).',
+  details:
+    'Ctrl-C stops. The figures are those of /perseid/dashboard (recent window: the last 30 to 60 s): of the server read, all its workers together;\n' +
+    "in a cluster, that server's alone (named at the top), with every server's load under Servers.",
 };
 
 export const adviseCommand: CommandSpec = {
@@ -62,7 +65,13 @@ const adviceFields: Expected = (body) => Array.isArray(body) && body.every((a) =
 /** The dashboard's own address, which `perseid start` logs and a browser shows, names the server too. */
 const DASHBOARD_PATH = /\/perseid\/dashboard\/*$/;
 
-async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): Promise<T> {
+/** An answer, and the server that gave it when it is a cluster's member. */
+interface Answer<T> {
+  body: T;
+  server: string | undefined;
+}
+
+async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): Promise<Answer<T>> {
   const base = String(parsed.values.url).replace(/\/+$/, '').replace(DASHBOARD_PATH, '');
   let url: URL;
   try {
@@ -100,7 +109,7 @@ async function fetchJson<T>(parsed: Parsed, path: string, expected: Expected): P
     body = undefined;
   }
   if (!expected(body)) throw new StartupError(`${asked} did not answer the figures this perseid reads: is it a Perseid server, of this version (use the perseid the server runs)?`);
-  return body as T;
+  return { body: body as T, server: res.headers.get(SERVER_HEADER) ?? undefined };
 }
 
 const f = (v: number | null | undefined, digits = 1) => (v === null || v === undefined || Number.isNaN(v) ? '–' : v.toFixed(digits));
@@ -116,6 +125,11 @@ function bar(parts: Record<string, number>, total: number, width = 20): string {
   let out = '';
   for (const [part, char] of [['wait', 'w'], ['db', 'd'], ['async', 'a'], ['compute', 'c']] as const) out += char.repeat(Math.round(((parts[part] ?? 0) / Math.max(total, 0.001)) * width));
   return out.padEnd(width, ' ').slice(0, width);
+}
+
+/** Says that a cluster's member answered for itself (`what` it measured), not for the cluster. */
+function clusterMemberLines(server: string | undefined, what: string): string[] {
+  return server === undefined ? [] : [`Server ${server} of a cluster: from ${what}, not the other servers' (ask each).`];
 }
 
 export function capacityLines(c: CapacityReport): string[] {
@@ -148,12 +162,16 @@ export function adviceLines(advice: IndexAdvice[]): string[] {
   ]);
 }
 
+/** Which worker a trace or an error comes from, on a workers' primary. */
+const onWorkerText = (item: { worker?: string }) => (item.worker === undefined ? '' : ` (worker ${item.worker})`);
+
 export function topScreen(v: DashboardView): string {
-  const out: string[] = [`perseid top · ${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
+  const out: string[] = [`perseid top · ${v.server === undefined ? '' : `server ${v.server} · `}${new Date(v.at).toLocaleTimeString()} · ${v.processes.length} process(es)`, ''];
   out.push(...table(['process', 'CPU %', 'RSS MB', 'heap MB', 'delay p99 ms', 'delay max ms (1 min)', 'loop busy %', 'GC ms', 'sessions'], v.processes.map((p) => [p.worker === 'primary' ? 'primary' : p.worker ? `worker ${p.worker}` : `pid ${p.pid}`, f(p.cpu), f(p.rssMb, 0), f(p.heapMb, 0), f(p.lagP99), f(p.lagMax), f(100 * p.utilization, 0), f(p.gcMs), p.sessions])));
   if (v.servers.length) {
-    out.push('', 'Servers');
-    out.push(...table(['server', 'sessions', 'CPU %', 'delay ms', 'RSS MB', 'methods/s', 'p95 ms'], v.servers.map((s) => [s.server, s.sessions, f(s.cpuPercent), f(s.lagMs), f(s.memoryMb, 0), f(s.methodsPerSec), f(s.methodP95Ms)])));
+    // In a cluster, every table but this one is the server read, not the cluster: say so, and which row it is.
+    out.push('', v.server === undefined ? 'Servers' : `Servers (the cluster, as its registry last heard; the other tables are server ${v.server}'s alone)`);
+    out.push(...table(['server', 'sessions', 'CPU %', 'delay ms', 'RSS MB', 'methods/s', 'p95 ms'], v.servers.map((s) => [s.server === v.server ? `${s.server} (this one)` : s.server, s.sessions, f(s.cpuPercent), f(s.lagMs), f(s.memoryMb, 0), f(s.methodsPerSec), f(s.methodP95Ms)])));
   }
   out.push('', 'Methods (/s and percentiles: the last 30 to 60 s; calls, errors and mean ms of wait to waitedOn: since start)');
   out.push(...table(['method', 'calls', 'errors', '/s', 'p50', 'p95', 'p99', 'wait', 'db', 'async', 'compute', 'waitedOn'], v.methods.slice(0, 15).map((m) => [m.name, m.calls, m.errors, f(m.rate, 2), f(m.p50), f(m.p95), f(m.p99), f(m.breakdown.wait), f(m.breakdown.db), f(m.breakdown.async), f(m.breakdown.compute), f(m.breakdown.waitedOn)])));
@@ -172,17 +190,17 @@ export function topScreen(v: DashboardView): string {
     `Traffic: new sessions ${counts(tr.sessionsOpened)}; in ${tr.messagesIn} messages, ${f(tr.charactersIn / 1024)} KB; out ${tr.messagesOut} messages, ${f(tr.bytesOut / 1024)} KB; compression ${tr.compressionRatio === null ? 'none' : `${f(100 * tr.compressionRatio, 0)} % of the original`}`,
   );
   out.push('', 'Slowest calls [w=wait d=db a=async c=compute]');
-  out.push(...table(['call', 'total ms', 'breakdown', 'waitedOn'], v.traces.slice(0, 8).map((t) => [`${t.kind} ${t.name}`, f(t.total), `[${bar(t as unknown as Record<string, number>, t.total)}]`, f(t.waitedOn)])));
+  out.push(...table(['call', 'total ms', 'breakdown', 'waitedOn'], v.traces.slice(0, 8).map((t) => [`${t.kind} ${t.name}${onWorkerText(t)}`, f(t.total), `[${bar(t as unknown as Record<string, number>, t.total)}]`, f(t.waitedOn)])));
   if (v.errors.length) {
     out.push('', 'Recent errors');
-    for (const e of v.errors.slice(0, 5)) out.push(`  ${e.count}× ${e.kind} ${e.name}: ${e.message}`);
+    for (const e of v.errors.slice(0, 5)) out.push(`  ${e.count}× ${e.kind} ${e.name}${onWorkerText(e)}: ${e.message}`);
   }
   out.push('', 'Index advice', ...adviceLines(v.advice).slice(0, 9).map((l) => `  ${l}`));
   out.push('', 'Capacity', ...capacityLines(v.capacity).map((l) => `  ${l}`));
-  const jobs = v.jobs as { jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; nextRunAt?: string; lastError?: string }> } | undefined;
+  const jobs = v.jobs as { jobs?: Array<{ job: string; runs: number; failed: number; avgMs: number | null; nextRunAt?: string; lastError?: string; lastFailedAt?: string }> } | undefined;
   if (jobs?.jobs?.length) {
     out.push('', 'Jobs');
-    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'next run', 'last error'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.nextRunAt ?? '–', j.lastError ?? ''])));
+    out.push(...table(['job', 'runs', 'failed', 'avg ms', 'next run', 'last failure'], jobs.jobs.map((j) => [j.job, j.runs, j.failed, f(j.avgMs, 0), j.nextRunAt ?? '–', j.lastFailedAt ? `${j.lastFailedAt} ${j.lastError}` : ''])));
   }
   return out.join('\n');
 }
@@ -190,7 +208,7 @@ export function topScreen(v: DashboardView): string {
 export async function runTop(parsed: Parsed): Promise<number> {
   const interval = integerOption(parsed.values, 'interval', 200, 3600000)!;
   for (;;) {
-    const view = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json', dashboardFields);
+    const { body: view } = await fetchJson<DashboardView>(parsed, '/perseid/dashboard.json', dashboardFields);
     if (parsed.values.json) process.stdout.write(JSON.stringify(view) + '\n');
     else process.stdout.write((process.stdout.isTTY && !parsed.values.once ? '\x1b[2J\x1b[H' : '') + topScreen(view) + '\n');
     if (parsed.values.once) return 0;
@@ -199,8 +217,9 @@ export async function runTop(parsed: Parsed): Promise<number> {
 }
 
 export async function runAdvise(parsed: Parsed): Promise<number> {
-  const advice = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice', adviceFields);
-  process.stdout.write((parsed.values.json ? JSON.stringify(advice, null, 2) : adviceLines(advice).join('\n')) + '\n');
+  const { body: advice, server } = await fetchJson<IndexAdvice[]>(parsed, '/perseid/advice', adviceFields);
+  const lines = [...clusterMemberLines(server, 'the queries it ran'), ...adviceLines(advice)];
+  process.stdout.write((parsed.values.json ? JSON.stringify(advice, null, 2) : lines.join('\n')) + '\n');
   return 0;
 }
 
@@ -212,7 +231,8 @@ export async function runCapacity(parsed: Parsed): Promise<number> {
   query.set('cpu', String(cpu));
   if (parsed.values.memory !== undefined) query.set('memory', String(integerOption(parsed.values, 'memory', 1, 1e9)));
   if (parsed.values.sessions === undefined) query.delete('cpu');
-  const report = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`, capacityFields);
-  process.stdout.write((parsed.values.json ? JSON.stringify(report, null, 2) : capacityLines(report).join('\n')) + '\n');
+  const { body: report, server } = await fetchJson<CapacityReport>(parsed, `/perseid/capacity${query.size ? `?${query}` : ''}`, capacityFields);
+  const lines = [...clusterMemberLines(server, 'its sessions and processes'), ...capacityLines(report)];
+  process.stdout.write((parsed.values.json ? JSON.stringify(report, null, 2) : lines.join('\n')) + '\n');
   return 0;
 }

@@ -127,7 +127,7 @@ export class Primary {
     return this;
   }
 
-  /** The machine's load: sessions and memory of all workers, their mean CPU, worst event-loop delay and worst p95 method time. */
+  /** The machine's load: sessions, memory and method calls per second of all workers, their mean CPU, worst event-loop delay and worst p95 method time. */
   load(): LoadFigures {
     const ready = this.pool.ready;
     return {
@@ -136,6 +136,7 @@ export class Primary {
       lagMs: Math.max(0, ...ready.map((w) => w.load.lagMs)),
       memoryMb: ready.reduce((n, w) => n + w.load.memoryMb, Math.round(residentBytes() / 1048576)),
       methodP95Ms: Math.max(0, ...ready.map((w) => w.load.methodP95Ms)),
+      methodsPerSec: Math.round(ready.reduce((n, w) => n + (w.load.methodsPerSec ?? 0), 0) * 10) / 10,
     };
   }
 
@@ -212,6 +213,7 @@ export class Primary {
     merged.primary = apm.ownFigures();
     // Its workers, then (in a cluster) every server of it as the cluster's registry has them.
     merged.servers = [...this.pool.ready.map((w) => serverSummary(`worker-${w.id}`, w.load)), ...(this.router?.serverSummaries() ?? [])];
+    if (this.router) merged.server = this.router.id;
     return merged;
   }
 

@@ -96,7 +96,9 @@ export interface JobSummary {
   avgMs: number | null;
   lastFinishedAt?: string;
   nextRunAt?: string;
+  /** The latest failed run's error and when it ended: a job failing now and then has runs that succeeded since. */
   lastError?: string;
+  lastFailedAt?: string;
 }
 
 interface RunLike {
@@ -108,7 +110,7 @@ interface RunLike {
   error?: string;
 }
 
-/** Per job: runs by status, mean duration, last finish and error, next run (the earliest queued run or the schedule's). */
+/** Per job: runs by status, mean duration, last finish, last failure and its error, next run (the earliest queued run or the schedule's). */
 export function summarizeRuns(runs: readonly RunLike[], schedules: ReadonlyArray<{ job: string; nextRunAt?: string }>): JobSummary[] {
   const byJob = new Map<string, JobSummary & { durations: number }>();
   const row = (job: string) => {
@@ -133,10 +135,10 @@ export function summarizeRuns(runs: readonly RunLike[], schedules: ReadonlyArray
     }
     if (run.finishedAt) {
       const at = new Date(run.finishedAt).toISOString();
-      if (!r.lastFinishedAt || at > r.lastFinishedAt) {
-        r.lastFinishedAt = at;
-        if (run.error) r.lastError = run.error;
-        else delete r.lastError;
+      if (!r.lastFinishedAt || at > r.lastFinishedAt) r.lastFinishedAt = at;
+      if (run.status === 'failed' && (!r.lastFailedAt || at > r.lastFailedAt)) {
+        r.lastFailedAt = at;
+        r.lastError = run.error ?? '';
       }
     }
   }

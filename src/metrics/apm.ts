@@ -499,6 +499,8 @@ export interface ApmSnapshot {
   jobs?: unknown;
   /** Every server's load, when this process balances a cluster or is a workers' primary. */
   servers?: ServerSummary[];
+  /** This server's id in the cluster's registry, when it is a member: the other figures are its own, not the cluster's. */
+  server?: string;
   /** A workers' primary's own process figures (its workers' are in `reports`). */
   primary?: ProcessFigures;
 }

@@ -59,6 +59,8 @@ function timeline(trace) {
   return el('details', { 'data-key': trace.kind + ' ' + trace.name + ' ' + trace.at }, el('summary', null, trace.events.length + ' events'),
     el('ol', null, ...trace.events.map((e) => el('li', null, '+' + fmt(e.at) + ' ms ' + e.type + ' ' + fmt(e.duration) + ' ms' + (e.collection ? ' ' + e.op + ' ' + e.collection : '') + (e.shape ? ' ' + e.shape : '') + (e.docs !== undefined ? ' (' + e.docs + ' docs)' : '') + (e.message ? ' ' + e.message : '')))));
 }
+// Which worker a trace or an error comes from, on a workers' primary.
+const onWorker = (item) => (item.worker === undefined ? '' : ' (worker ' + item.worker + ')');
 const state = { history: [] };
 let token = sessionStorage.getItem('perseid-admin-token') || '';
 async function refresh() {
@@ -72,7 +74,7 @@ async function refresh() {
   $('login').hidden = true;
   const v = await res.json();
   Object.assign(state, v);
-  $('status').textContent = 'updated ' + new Date(v.at).toLocaleTimeString() + ' · ' + v.processes.length + ' process' + (v.processes.length > 1 ? 'es' : '');
+  $('status').textContent = (v.server === undefined ? '' : 'server ' + v.server + ' (its own figures; every server\'s load under Servers) · ') + 'updated ' + new Date(v.at).toLocaleTimeString() + ' · ' + v.processes.length + ' process' + (v.processes.length > 1 ? 'es' : '');
   chart('c-throughput', 'Throughput (per second)', [{ label: 'methods', value: (p) => p.methodsPerSec }, { label: 'subs', value: (p) => p.subsPerSec }, { label: 'messages in', value: (p) => p.messagesInPerSec }]);
   chart('c-latency', 'Method time (ms)', [{ label: 'p50', value: (p) => p.methodP50 }, { label: 'p95', value: (p) => p.methodP95 }, { label: 'p99', value: (p) => p.methodP99 }]);
   chart('c-ready', 'Sub ready p95 (ms) and documents read by live queries (/s)', [{ label: 'ready p95 ms', value: (p) => p.readyP95 }, { label: 'docs read/s', value: (p) => p.docsReadPerSec, scale: 'y2' }]);
@@ -93,9 +95,9 @@ async function refresh() {
   table('t-shapes', ['collection', 'shape', 'ops', 'avg ms', 'returned', 'examined / returned', 'plan'],
     v.shapes.map((s) => [s.collection, s.shape, s.ops, fmt(s.avgMs, 2), s.returned, fmt(s.examinedPerReturned), s.plan || '–']));
   table('t-traces', ['', 'name', 'at', 'total ms', 'breakdown', 'wait', 'db', 'async', 'compute', 'waitedOn', 'timeline'],
-    v.traces.map((t) => [t.kind, t.name, new Date(t.at).toLocaleTimeString(), fmt(t.total), bar(t), fmt(t.wait), fmt(t.db), fmt(t.async), fmt(t.compute), fmt(t.waitedOn), timeline(t)]));
+    v.traces.map((t) => [t.kind, t.name + onWorker(t), new Date(t.at).toLocaleTimeString(), fmt(t.total), bar(t), fmt(t.wait), fmt(t.db), fmt(t.async), fmt(t.compute), fmt(t.waitedOn), timeline(t)]));
   table('t-errors', ['where', 'message', 'count', 'last', 'stack'],
-    v.errors.map((e) => [e.kind + ' ' + e.name, e.message + (e.clientError ? ' (sent to the client)' : ''), e.count, new Date(e.lastAt).toLocaleTimeString(), el('details', { 'data-key': e.kind + ' ' + e.name + ' ' + e.message }, el('summary', null, 'stack'), el('pre', null, e.stack || ''))]));
+    v.errors.map((e) => [e.kind + ' ' + e.name + onWorker(e), e.message + (e.clientError ? ' (sent to the client)' : ''), e.count, new Date(e.lastAt).toLocaleTimeString(), el('details', { 'data-key': e.kind + ' ' + e.name + onWorker(e) + ' ' + e.message }, el('summary', null, 'stack'), el('pre', null, e.stack || ''))]));
   table('t-advice', ['', 'collection', 'run this', 'why', 'cost'],
     v.advice.map((a) => [a.action, a.collection, el('code', null, a.line), a.reason + (a.shapes.length ? ' — ' + a.shapes.join('; ') : ''), a.cost ? (a.cost.docsExaminedPerSecond === null ? 'documents examined not reported by the database' : fmt(a.cost.docsExaminedPerSecond, 0) + ' docs examined/s') + ', ' + fmt(a.cost.avgMs, 2) + ' ms avg over ' + a.cost.ops + ' ops' : '']));
   const c = v.capacity;
@@ -103,13 +105,13 @@ async function refresh() {
     [[c.sessions, c.users, fmt(c.cpuPer100Sessions), fmt(c.memoryMbPer100Sessions), fmt(c.cpuPer100Users), fmt(c.memoryMbPer100Users), fmt(c.eventLoopHeadroomPercent, 0) + ' %',
       c.plan ? (c.plan.instances === null ? 'unknown (no load to measure)' : c.plan.instances + ' instance(s) for ' + c.plan.sessions + ' sessions at ' + c.plan.cpuPercent + ' % CPU') : 'add ?sessions=N to plan', c.note || '']]);
   const jobs = v.jobs;
-  if (jobs && jobs.jobs) table('t-jobs', ['job', 'runs', 'succeeded', 'failed', 'running', 'queued', 'avg ms', 'last run', 'next run', 'last error'],
-    jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running, j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastError || '']));
+  if (jobs && jobs.jobs) table('t-jobs', ['job', 'runs', 'succeeded', 'failed', 'running', 'queued', 'avg ms', 'last run', 'next run', 'last failure'],
+    jobs.jobs.map((j) => [j.job, j.runs, j.succeeded, j.failed, j.running, j.queued, fmt(j.avgMs, 0), j.lastFinishedAt ? new Date(j.lastFinishedAt).toLocaleTimeString() : '–', j.nextRunAt ? new Date(j.nextRunAt).toLocaleTimeString() : '–', j.lastFailedAt ? new Date(j.lastFailedAt).toLocaleTimeString() + ': ' + j.lastError : '']));
   else $('t-jobs').replaceChildren(el('p', { className: 'none' }, jobs && jobs.error ? 'jobs: ' + jobs.error : 'no jobs engine in this process'));
   table('t-processes', ['worker', 'pid', 'CPU %', 'RSS MB', 'heap MB', 'loop delay p99 ms', 'loop delay max ms (1 min)', 'loop busy', 'GC ms', 'sessions'],
     v.processes.map((p) => [p.worker ?? '–', p.pid, fmt(p.cpu), fmt(p.rssMb, 0), fmt(p.heapMb, 0), fmt(p.lagP99), fmt(p.lagMax), fmt(100 * p.utilization, 0) + ' %', fmt(p.gcMs), p.sessions]));
   if (v.servers.length) table('t-servers', ['server', 'sessions', 'CPU %', 'loop delay ms', 'RSS MB', 'methods/s', 'method p95 ms'],
-    v.servers.map((s) => [s.server, s.sessions, fmt(s.cpuPercent), fmt(s.lagMs), fmt(s.memoryMb, 0), fmt(s.methodsPerSec, 1), fmt(s.methodP95Ms)]));
+    v.servers.map((s) => [s.server === v.server ? s.server + ' (this one)' : s.server, s.sessions, fmt(s.cpuPercent), fmt(s.lagMs), fmt(s.memoryMb, 0), fmt(s.methodsPerSec, 1), fmt(s.methodP95Ms)]));
   else $('t-servers').replaceChildren(el('p', { className: 'none' }, 'not a cluster balancer or a workers\' primary'));
 }
 $('login').addEventListener('submit', (e) => { e.preventDefault(); token = $('token').value.trim(); sessionStorage.setItem('perseid-admin-token', token); refresh(); });

@@ -77,17 +77,26 @@ export interface DashboardView {
   processes: ProcessRow[];
   /** Every server's load, when the process balances a cluster or is a workers' primary. */
   servers: ServerSummary[];
+  /** The server read, when it is a cluster's member: every other figure is its own (its workers'), not the cluster's. */
+  server?: string;
   traffic: TrafficRow;
   history: HistoryPoint[];
   methods: MethodRow[];
   publications: PublicationRow[];
   liveQueries: { created: number; reused: number; reuseRatio: number; active: number; docsRead: number; requeries: number; byStrategy: Record<string, number>; bySource: Record<string, number> };
   shapes: Array<{ collection: string; shape: string; ops: number; avgMs: number; returned: number; examinedPerReturned: number | null; plan?: string }>;
-  traces: TraceRecord[];
-  errors: ErrorRecord[];
+  traces: Array<OnWorker<TraceRecord>>;
+  errors: Array<OnWorker<ErrorRecord>>;
   advice: IndexAdvice[];
   capacity: CapacityReport;
   jobs?: unknown;
+}
+
+/** A trace or an error with the worker it happened on, when a workers' primary lists them (its workers' together). */
+export type OnWorker<T> = T & { worker?: string };
+
+function onWorker<T extends object>(items: T[], { worker }: ApmReport): Array<OnWorker<T>> {
+  return worker === undefined ? items : items.map((item) => ({ ...item, worker }));
 }
 
 /** Per second over a process's recent window; at least a second, so a call just after start is not a burst of thousands. */
@@ -197,11 +206,11 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
   const bySource: Record<string, number> = {};
   for (const r of reports) for (const [k, v] of Object.entries(r.liveQueries.activeBySource)) bySource[k] = (bySource[k] ?? 0) + v;
   const traces = reports
-    .flatMap((r) => r.traces)
+    .flatMap((r) => onWorker(r.traces, r))
     .sort((a, b) => b.total - a.total)
     .slice(0, 30);
   const errors = reports
-    .flatMap((r) => r.errors)
+    .flatMap((r) => onWorker(r.errors, r))
     .sort((a, b) => b.lastAt - a.lastAt)
     .slice(0, 30);
   const shapes = mergeShapes(reports.flatMap((r) => r.database.shapes))
@@ -303,6 +312,7 @@ export function dashboardView(snapshot: ApmSnapshot, target?: CapacityTarget): D
     capacity: capacityFor(snapshot, target),
   };
   if (snapshot.jobs !== undefined) view.jobs = snapshot.jobs;
+  if (snapshot.server !== undefined) view.server = snapshot.server;
   return view;
 }
 

@@ -15,6 +15,7 @@ import { dashboardPage } from '../metrics/dashboard-page.js';
 import { dashboardView } from '../metrics/dashboard-view.js';
 import { PROMETHEUS_CONTENT_TYPE, prometheusText } from '../metrics/prometheus.js';
 import { adminRefusal, guardAdmin, type AdminAccess } from './admin-access.js';
+import { SERVER_HEADER } from './connection-router.js';
 
 /** Where the figures come from. */
 export type ApmSource = () => Promise<ApmSnapshot>;
@@ -81,10 +82,10 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
       : path === '/perseid/dashboard.json' ? dashboardView(snapshot, target)
       : path === '/perseid/advice' ? adviceFor(snapshot)
       : capacityFor(snapshot, target);
-    return { type: 'application/json', body: JSON.stringify(figures) };
+    return { type: 'application/json', body: JSON.stringify(figures), server: snapshot.server };
   }).then(
-    ({ type, body }) => {
-      res.writeHead(200, { 'content-type': type, 'cache-control': 'no-store' });
+    ({ type, body, server }) => {
+      res.writeHead(200, { 'content-type': type, 'cache-control': 'no-store', ...(server === undefined ? {} : { [SERVER_HEADER]: server }) });
       res.end(body);
     },
     (error: unknown) => {
@@ -97,6 +98,8 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
 interface Answer {
   type: string;
   body: string;
+  /** The cluster member that answered, for the JSON answers (perseid advise and capacity name it). */
+  server?: string;
 }
 
 /** Answers being built, per source and URL. */

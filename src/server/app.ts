@@ -234,7 +234,10 @@ export class PerseidServer implements SessionServer {
       peerOrigins: () => this.transport.peerOrigins(),
       apm: async () => {
         const snapshot = await apm.snapshot();
-        if (this.router) snapshot.servers = this.router.serverSummaries();
+        if (this.router) {
+          snapshot.server = this.router.id;
+          snapshot.servers = this.router.serverSummaries();
+        }
         return snapshot;
       },
       adminEndpoints: options.adminEndpoints !== false,

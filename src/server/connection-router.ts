@@ -9,6 +9,9 @@ import type { Target } from '../transport/proxy.js';
  */
 export const BALANCED_HEADER = 'x-perseid-balanced';
 
+/** Names a cluster's member in its operational answers: its advice and capacity are its own, not the cluster's. */
+export const SERVER_HEADER = 'x-perseid-server';
+
 export interface RoutedTarget extends Target {
   /** The key the target announced for connections passed on to it (absent from older servers). */
   passKey?: string;
@@ -17,6 +20,8 @@ export interface RoutedTarget extends Target {
 }
 
 export interface ConnectionRouter {
+  /** This server's id in the cluster's registry (the `server` its summary is listed under). */
+  readonly id: string;
   /** The SockJS base URL to pin a new SockJS client to, or undefined to keep it here. */
   sockjsBaseUrl(): string | undefined;
   /** Where to pass a WebSocket upgrade on to, or undefined to serve it here. */

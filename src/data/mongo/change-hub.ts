@@ -10,6 +10,11 @@
  * The stand-in servers return no operation time, so ids are what works on all
  * of them; on any server a write the feeder never reports (a no-op the result
  * mis-counted, a document changed twice) is released after `maxWaitMs`.
+ *
+ * Behind a feed that reports every change in the database's order (change
+ * streams), this process's inserts are applied when the database acknowledges
+ * them (insertedHere), and the feed's report of each is then dropped: one feed
+ * read per insert saved, and the write's fence is met at once.
  */
 import { idStringify } from '../../ddp/ids.js';
 import type { Logger } from '../../log.js';
@@ -50,6 +55,8 @@ export class ChangeHub implements ChangeSource {
   private readonly listeners = new Map<string, Set<ChangeListener>>();
   private readonly recent = new Map<string, Array<{ seq: number; key: string }>>();
   private waiters: Waiter[] = [];
+  /** Per collection, the ids of inserts applied by insertedHere whose report from the feed has not come yet. */
+  private readonly early = new Map<string, Set<string>>();
   /** Called when the set of watched collections changes, so feeders can adjust what they read. */
   onWatchedChange: (collections: ReadonlySet<string>) => void = () => undefined;
   /** Set by feeders that start receiving a collection's changes some time after it is watched. */
@@ -90,16 +97,48 @@ export class ChangeHub implements ChangeSource {
       set.delete(listener);
       if (set.size === 0 && this.listeners.get(collection) === set) {
         this.listeners.delete(collection);
+        // Unwatched, the feed stops reporting it: an id kept here could drop a later insert of another.
+        this.early.delete(collection);
         this.onWatchedChange(this.watched());
       }
     };
   }
 
-  /** A document change observed by the feeder. */
-  emit(change: Omit<DocumentChange, 'seq'> & { modifier?: Document }): void {
+  /**
+   * A document change observed by the feeder. False when it was an insert insertedHere had
+   * already applied: the feed's report of it is dropped.
+   */
+  emit(change: Omit<DocumentChange, 'seq'> & { modifier?: Document }): boolean {
+    const key = idStringify(change.id);
+    // The feed reports an insert before any later change of the document, so another report
+    // for the id means the insert's was missed (a stream started afresh): nothing to drop then.
+    if (this.early.get(change.collection)?.delete(key) && change.op === 'insert') return false;
+    this.record(change, key);
+    return true;
+  }
+
+  /**
+   * An insert of this process that the database acknowledged, applied now rather than when
+   * the feed reports it (see the top of this file). Nothing is applied when the feed already
+   * reported it (its read overtook the insert's answer).
+   */
+  insertedHere(collection: string, id: unknown, doc: Document, after: number): void {
+    const key = idStringify(id);
+    const recent = this.recent.get(collection) ?? [];
+    for (let i = recent.length - 1; i >= 0 && recent[i]!.seq > after; i--) if (recent[i]!.key === key) return;
+    if (this.listeners.has(collection)) {
+      let early = this.early.get(collection);
+      if (!early) this.early.set(collection, (early = new Set()));
+      early.add(key);
+      // Bounded in case a report never comes (the entries also go when the collection is unwatched or re-read).
+      if (early.size > RECENT_LIMIT) early.delete(early.values().next().value!);
+    }
+    this.record({ collection, op: 'insert', id, doc }, key);
+  }
+
+  private record(change: Omit<DocumentChange, 'seq'> & { modifier?: Document }, key: string): void {
     if (this.options.counted !== false) dataMetrics.changesReceived.inc();
     const event = { ...change, seq: ++this.seq } as DocumentChange;
-    const key = idStringify(change.id);
     let recent = this.recent.get(change.collection);
     if (!recent) this.recent.set(change.collection, (recent = []));
     recent.push({ seq: event.seq, key });
@@ -117,6 +156,8 @@ export class ChangeHub implements ChangeSource {
     const names = (collection ? [collection] : [...this.listeners.keys()]).filter((name) => this.listeners.has(name));
     if (names.length) this.options.log[routine ? 'debug' : 'info']('live queries re-read', { reason, collections: names });
     for (const name of names) this.deliver({ seq: ++this.seq, collection: name, op: 'resync', reason });
+    // The re-read holds those inserts; a report of one still to come is applied again, to the same effect.
+    for (const name of collection ? [collection] : [...this.early.keys()]) this.early.delete(name);
     // After a gap nothing can be said of pending writes; the re-read covers them.
     for (const waiter of this.waiters.splice(0)) {
       clearTimeout(waiter.timer);

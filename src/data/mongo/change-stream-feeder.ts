@@ -10,8 +10,9 @@
  * Each stream is read by a loop of tryNext(): MongoDB holds an empty read open
  * (awaitData), but mongo-java-server answers it at once, and the driver's own
  * event loop then spins a core; so an empty read that came back quickly is
- * followed by a pause (20 ms, growing to 200 ms while idle; cut short by a
- * write of this process). Whether the server waits is judged on every empty
+ * followed by a pause (20 ms, growing to 200 ms while idle; cut short by an
+ * update or remove of this process, whose fence waits for its report; its
+ * inserts are applied at once, see ChangeHub.insertedHere). Whether the server waits is judged on every empty
  * read, so a read made slow by this process's own busy turn does not start a
  * spin.
  */
@@ -175,6 +176,8 @@ export class ChangeStreamFeeder {
     let serverWaits = false;
     let pause = MIN_PAUSE_MS;
     let woken = false;
+    /** Whether a read since the last pause found a change not already applied here. */
+    let news = false;
     let cursor = cursorOf(stream);
     try {
       while (!this.closed && this.streams.get(key) === entry) {
@@ -191,11 +194,13 @@ export class ChangeStreamFeeder {
         }
         if (event) {
           this.failures = 0;
-          // Our own writes wake this loop anyway; only changes found by a timed read
-          // (made by others) keep the pause short.
-          if (!woken) pause = MIN_PAUSE_MS;
+          // Our own updates and removes wake this loop anyway, and our inserts were applied
+          // already; only changes made by others keep the pause short.
           this.tokens.set(key, event._id);
-          this.handle(event as ChangeStreamDocument, key);
+          if (this.handle(event as ChangeStreamDocument, key)) {
+            news = true;
+            if (!woken) pause = MIN_PAUSE_MS;
+          }
           if (buffered(stream) > 0) continue;
         } else {
           // Judged again on every empty read: one that was slow only because this
@@ -205,7 +210,7 @@ export class ChangeStreamFeeder {
         }
         if (serverWaits) continue;
         // A server that answers at once (mongo-java-server): read again after a pause that
-        // grows while nothing happens, or as soon as this process writes.
+        // grows while nothing new comes, or as soon as this process updates or removes.
         woken = await new Promise<boolean>((resolve) => {
           const timer = setTimeout(() => resolve(false), pause);
           setWake(() => {
@@ -213,7 +218,8 @@ export class ChangeStreamFeeder {
             resolve(true);
           });
         });
-        if (!event || woken) pause = Math.min(MAX_PAUSE_MS, pause * 2);
+        if (!news || woken) pause = Math.min(MAX_PAUSE_MS, pause * 2);
+        news = false;
       }
     } catch (error) {
       markOpened(false);
@@ -222,12 +228,12 @@ export class ChangeStreamFeeder {
     }
   }
 
-  private handle(event: ChangeStreamDocument, key: string): void {
+  /** False when the event was this process's insert, already applied (ChangeHub.insertedHere). */
+  private handle(event: ChangeStreamDocument, key: string): boolean {
     const collection = 'ns' in event && event.ns && 'coll' in event.ns ? event.ns.coll : key;
     switch (event.operationType) {
       case 'insert':
-        this.hub.emit({ collection, op: 'insert', id: fromMongo(event.documentKey._id), doc: fromMongoDocument(event.fullDocument) });
-        return;
+        return this.hub.emit({ collection, op: 'insert', id: fromMongo(event.documentKey._id), doc: fromMongoDocument(event.fullDocument) });
       case 'replace':
       case 'update': {
         const full = event.fullDocument ? fromMongoDocument(event.fullDocument) : undefined;
@@ -236,24 +242,24 @@ export class ChangeStreamFeeder {
         const id = keyDoc && '_id' in keyDoc ? fromMongo(keyDoc._id) : full?._id;
         if (id === undefined) {
           this.hub.resync('an update event without a document id', collection);
-          return;
+          return true;
         }
         if (full) this.hub.emit({ collection, op: 'update', id, doc: full });
         else this.hub.emit({ collection, op: 'update', id, modifier: event.operationType === 'update' ? modifierOf(event.updateDescription) : undefined });
-        return;
+        return true;
       }
       case 'delete':
         this.hub.emit({ collection, op: 'remove', id: fromMongo(event.documentKey._id) });
-        return;
+        return true;
       case 'drop':
       case 'rename':
       case 'dropDatabase':
       case 'invalidate':
         this.hub.resync(`change stream ${event.operationType}`, this.scope === 'database' ? undefined : collection);
         if (event.operationType === 'invalidate') this.retry(key, true);
-        return;
+        return true;
       default:
-        return;
+        return true;
     }
   }
 

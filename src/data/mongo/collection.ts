@@ -12,7 +12,7 @@ import type { Document, IndexKeys, IndexOptions, QuerySpec, UpdateOptions, Updat
 import type { ChangeHub, WriteToken } from './change-hub.js';
 import type { ClientHolder } from './client-holder.js';
 import type { PublishedChange } from './fanout-feeder.js';
-import { fromMongoDocument, toMongo } from './values.js';
+import { fromMongoDocument, storedForm, toMongo } from './values.js';
 
 export interface MongoCollectionHost {
   readonly hub: ChangeHub;
@@ -20,6 +20,8 @@ export interface MongoCollectionHost {
   readonly tracksIds: boolean;
   /** Tells the feeder this process wrote to `collection` (the poller re-reads at once). */
   ownWrite(collection: string): void;
+  /** Whether inserts are applied here when acknowledged (ChangeHub.insertedHere): the feed reports every change in order. */
+  readonly appliesInserts: boolean;
   /** With fan-out: the changes a write made (or a resync after a drop), applied here and published for the other servers. */
   publish?(collection: string, changes: PublishedChange[] | 'resync'): void;
   /** Counts documents read from MongoDB, for the metrics. */
@@ -47,9 +49,13 @@ export class MongoCollection implements CollectionDriver {
 
   async insert(doc: Document): Promise<WriteOutcome> {
     const after = this.host.hub.position;
-    await this.call(() => this.raw.insertOne(toMongo(doc) as BsonDocument));
+    const stored = toMongo(doc) as BsonDocument;
+    await this.call(() => this.raw.insertOne(stored));
     this.host.publish?.(this.name, [{ op: 'insert', id: doc._id, doc }]);
-    return { token: this.token([doc._id], 1, after) };
+    if (!this.host.appliesInserts) return { token: this.token([doc._id], 1, after) };
+    // Not waking the feeder: the insert is applied now, and the feed's next read brings its report.
+    this.host.hub.insertedHere(this.name, doc._id, storedForm(stored), after);
+    return { token: { collection: this.name, keys: [idStringify(doc._id)], expect: 1, after } };
   }
 
   async update(selector: Document, modifier: Document, options: UpdateOptions): Promise<UpdateResult & WriteOutcome> {

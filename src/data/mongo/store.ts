@@ -70,6 +70,7 @@ export class MongoStore implements StorageDriver {
   private fanout: FanoutFeeder | undefined;
   private relay: Relay | undefined;
   private tracksIds = true;
+  private appliesInserts = false;
 
   private constructor(
     /** The store's client, replaced when it is wedged (see client-holder.ts). */
@@ -113,6 +114,7 @@ export class MongoStore implements StorageDriver {
       collection = new MongoCollection(name, this.clients, {
         hub: this.changes,
         tracksIds: this.tracksIds,
+        appliesInserts: this.appliesInserts,
         ownWrite: (c) => this.ownWrite(c),
         publish: this.fanout ? (c, changes) => this.fanout!.published(c, changes) : undefined,
         countRead: (n) => dataMetrics.databaseReads.inc(n),
@@ -218,6 +220,9 @@ export class MongoStore implements StorageDriver {
     const opened = await openDatabaseFeeder(this.changes, this.clients, this.oplogClients, choice, this.options.pollIntervalMs ?? 10000, this.log);
     this.feeder = opened.feeder;
     this.tracksIds = opened.tracksIds;
+    // Change streams report each change once, in the database's order (see ChangeHub.insertedHere);
+    // the oplog tailer may find an entry late (FerretDB), and a poller reports no changes.
+    this.appliesInserts = opened.kind === 'change-stream';
     why(opened.name, opened.kind, opened.reason);
   }
 }

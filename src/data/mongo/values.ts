@@ -6,7 +6,7 @@
  * Dates, numbers, strings and regular expressions are the same on both sides.
  * Both directions copy only what they change.
  */
-import { Binary, ObjectId } from 'mongodb';
+import { BSON, Binary, ObjectId } from 'mongodb';
 import { EJSON, isCustomType } from '../../ddp/ejson.js';
 import { ObjectID } from '../../ddp/object-id.js';
 
@@ -81,4 +81,13 @@ export function fromMongo(value: unknown): unknown {
 /** A document read from MongoDB, as Perseid documents look. */
 export function fromMongoDocument(doc: Plain): Plain {
   return fromMongo(doc) as Plain;
+}
+
+/**
+ * A document as the database stores and reports it (a copy; `undefined` values null, `_id`
+ * first), for applying this process's insert before the feed reports it.
+ */
+export function storedForm(doc: Plain): Plain {
+  const { _id, ...rest } = BSON.deserialize(BSON.serialize(doc));
+  return fromMongoDocument({ _id, ...rest });
 }
