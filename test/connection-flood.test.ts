@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import WebSocket from 'ws';
 import { httpRequest } from '../scripts/fuzz/wire.js';
 import { serviceUrl } from '../scripts/services/control.js';
+import { freePort } from '../scripts/services/process.js';
 import { freshDatabase } from './databases.js';
 import { eventually, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
@@ -38,6 +39,29 @@ async function silentConnections(port: number, count: number): Promise<{ sockets
     ),
   );
   return { sockets, closed: () => closed };
+}
+
+/** Sends `count` WebSocket upgrade requests for `path`, each connection reset 0 to 3 ms after (as the answer comes). */
+async function resetUpgrades(port: number, path: string, count: number): Promise<void> {
+  const request = `GET ${path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`;
+  for (let sent = 0; sent < count; sent += 50) {
+    await Promise.all(
+      Array.from(
+        { length: 50 },
+        (_, i) =>
+          new Promise<void>((resolve) => {
+            const socket = connect(port, '127.0.0.1', () => {
+              socket.write(request);
+              setTimeout(() => {
+                socket.resetAndDestroy();
+                resolve();
+              }, i % 4);
+            });
+            socket.on('error', () => resolve());
+          }),
+      ),
+    );
+  }
 }
 
 /** A DDP client from another loopback address (another client than the flood's): resolves once `connected`. */
@@ -115,5 +139,61 @@ describe('a server out of file descriptors', () => {
       for (const socket of flood.sockets) socket.destroy();
     }
     await ddpConnects(server.url, '127.0.0.2', 10000);
+  });
+});
+
+describe('upgrade requests refused, reset by their client at once', () => {
+  const survives = async (server: PerseidProcess, path: string) => {
+    await resetUpgrades(server.port, path, 600);
+    assert.equal((await fetch(`${server.url}/health`)).status, 200);
+    assert.equal(server.child.exitCode, null, `the process stopped:\n${server.log()}`);
+  };
+
+  it('stop no lone server (404 for a path that is not DDP\'s), and the admin port answers an upgrade request', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'perseid-resets-'));
+    const adminPort = await freePort();
+    const server = await startPerseid(APP, ['--port', '0', '--data-dir', dir, '--admin-port', String(adminPort)]);
+    try {
+      await survives(server, '/not-ddp');
+      // The admin port takes no upgrades: the request is answered as any other there.
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(adminPort, '127.0.0.1', () => socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n'));
+        const timer = setTimeout(() => {
+          socket.destroy();
+          reject(new Error('the admin port left an upgrade request unanswered for 3 s'));
+        }, 3000);
+        socket.once('data', (data) => {
+          clearTimeout(timer);
+          socket.destroy();
+          resolve(String(data));
+        });
+      });
+      assert.match(answer, /^HTTP\/1\.1 200/);
+    } finally {
+      await server.stop('SIGINT');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('stop no workers\' primary (503 for a path that is not DDP\'s)', { skip: needsServices({ 'mongo-java-server': mongo }) }, async () => {
+    const database = freshDatabase(mongo!);
+    const primary = await startPerseid(APP, ['--port', '0', '--workers', '1'], { MONGO_URL: database.url });
+    try {
+      await survives(primary, '/not-ddp');
+    } finally {
+      await primary.stop('SIGINT');
+      await database.drop();
+    }
+  });
+
+  it('stop no jobs process (503 for every upgrade)', { skip: needsServices({ 'mongo-java-server': mongo }) }, async () => {
+    const database = freshDatabase(mongo!);
+    const jobs = await startPerseid(APP, ['--port', '0', '--role', 'jobs'], { MONGO_URL: database.url });
+    try {
+      await survives(jobs, '/websocket');
+    } finally {
+      await jobs.stop('SIGINT');
+      await database.drop();
+    }
   });
 });

@@ -143,7 +143,7 @@ async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) =>
     res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
     res.end('Not found: this port serves /metrics, /perseid/dashboard, /perseid/apm, /perseid/advice, /perseid/capacity and /perseid/stats\n');
   });
-  limitSilentConnections(server, perAddress, forwardedCountFromEnv());
+  limitSilentConnections(server, { perAddress, forwardedCount: forwardedCountFromEnv(), upgrades: false });
   await listenOn(
     () => new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())),
     port,

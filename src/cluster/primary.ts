@@ -25,6 +25,7 @@ import { serverSummary, type LoadFigures } from './load-monitor.js';
 import { proxyRequest } from '../transport/proxy.js';
 import { FrontDoor } from '../server/front-door.js';
 import { limitSilentConnections } from '../server/silent-connections.js';
+import { containUpgradeErrors } from '../server/upgrade-errors.js';
 import { UntrustedProxyWarning } from '../server/proxy-warning.js';
 import { upgradeOwnProxies } from '../transport/passed-on.js';
 import { WorkerPool, type WorkerHandle } from './worker-pool.js';
@@ -106,7 +107,8 @@ export class Primary {
       return this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load, sockjsSessions: pinned.get(w.id) ?? 0 }));
     });
     this.httpServer = createServer((req, res) => this.request(req, res));
-    limitSilentConnections(this.httpServer, options.maxConnectionsPerAddress, options.forwardedCount);
+    limitSilentConnections(this.httpServer, { perAddress: options.maxConnectionsPerAddress, forwardedCount: options.forwardedCount, upgrades: true });
+    containUpgradeErrors(this.httpServer);
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
   }
 

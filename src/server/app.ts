@@ -41,6 +41,7 @@ import type { MethodHandler } from './method-invocation.js';
 import { Session, type SessionServer, type SessionSettings } from './session.js';
 import { sessionMetrics } from './server-metrics.js';
 import { limitSilentConnections } from './silent-connections.js';
+import { containUpgradeErrors } from './upgrade-errors.js';
 import type { PublishHandler } from './subscription.js';
 
 export interface ServerOptions {
@@ -260,7 +261,8 @@ export class PerseidServer implements SessionServer {
       if (this.role === 'jobs') socket.end(`HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${JOBS_ONLY}\n`);
       else this.door.upgrade(req, socket, head, () => this.serveUpgrade(req, socket, head));
     });
-    limitSilentConnections(this.httpServer, this.addressLimit.limit, forwardedCount);
+    limitSilentConnections(this.httpServer, { perAddress: this.addressLimit.limit, forwardedCount, upgrades: true });
+    containUpgradeErrors(this.httpServer);
     this.httpServer.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();

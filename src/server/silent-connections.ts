@@ -18,11 +18,19 @@ export const FIRST_REQUEST_MS = 10_000;
 /** How long a connection may be silent before it counts against its address's limit. */
 const COUNTED_AFTER_MS = 1000;
 
-/**
- * @param perAddress silent connections per client address (IPv6: per /64), --max-connections-per-address; 0 for no limit
- * @param forwardedCount proxies in front (HTTP_FORWARDED_COUNT): every client then shares their address, so no limit per address
- */
-export function limitSilentConnections(server: Server, perAddress: number | undefined, forwardedCount: number, deadlineMs = FIRST_REQUEST_MS): void {
+export interface SilentLimits {
+  /** Silent connections per client address (IPv6: per /64), --max-connections-per-address; 0 for no limit. */
+  perAddress: number | undefined;
+  /** Proxies in front (HTTP_FORWARDED_COUNT): every client then shares their address, so no limit per address. */
+  forwardedCount: number;
+  /**
+   * Whether the server takes WebSocket upgrades (has an `upgrade` listener). Only then is one listened for: with
+   * any `upgrade` listener Node hands the socket over instead of answering the request as an ordinary one.
+   */
+  upgrades: boolean;
+}
+
+export function limitSilentConnections(server: Server, { perAddress, forwardedCount, upgrades }: SilentLimits, deadlineMs = FIRST_REQUEST_MS): void {
   const limit = new AddressLimit(forwardedCount > 0 ? 0 : (perAddress ?? DEFAULT_CONNECTIONS_PER_ADDRESS));
   const silent = new WeakMap<Socket, () => void>();
   server.on('connection', (socket: Socket) => {
@@ -47,5 +55,5 @@ export function limitSilentConnections(server: Server, perAddress: number | unde
   });
   const spoke = (req: IncomingMessage) => silent.get(req.socket)?.();
   server.prependListener('request', spoke);
-  server.prependListener('upgrade', spoke);
+  if (upgrades) server.prependListener('upgrade', spoke);
 }
