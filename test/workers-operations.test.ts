@@ -240,3 +240,31 @@ describe('perseid start on MongoDB, one process', { skip: needsServices({ 'mongo
     }
   });
 });
+
+describe('perseid start --workers 1: scrapes that come together', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  let primary: PerseidProcess;
+  let database: ReturnType<typeof freshDatabase>;
+  before(async () => {
+    database = freshDatabase(mongo!);
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '1'], { MONGO_URL: database.url, PERSEID_LOG_LEVEL: 'info' });
+  });
+  after(async () => {
+    await primary?.stop('SIGINT');
+    await database?.drop();
+  });
+
+  it('asks each worker once for the figures of scrapes that come together', async () => {
+    const { id, pid } = ((await (await fetch(`${primary.url}/perseid/stats`)).json()) as Stats).workers[0]!;
+    const unanswered = () => primary.log().split('\n').filter((line) => line.includes("could not read a worker's APM figures") && line.includes(`worker=${id} `)).length;
+    const before = unanswered();
+    // A worker that does not answer (stopped) makes each question to it visible: a warning after 5 s.
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const replies = await Promise.all(Array.from({ length: 20 }, () => fetch(`${primary.url}/metrics`)));
+      assert.deepEqual(new Set(replies.map((reply) => reply.status)), new Set([200]));
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    assert.equal(unanswered() - before, 1, 'one question to the worker for the 20 scrapes');
+  });
+});

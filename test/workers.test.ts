@@ -12,7 +12,7 @@ import SimpleDDP from 'simpleddp';
 import WebSocket from 'ws';
 import { serviceUrl } from '../scripts/services/control.js';
 import { freshDatabase } from './databases.js';
-import { SockjsXhrSession } from '../scripts/fuzz/wire.js';
+import { httpRequest, SockjsXhrSession } from '../scripts/fuzz/wire.js';
 import { eventually, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
 import { needsServices } from './skips.js';
 
@@ -121,6 +121,24 @@ describe('perseid start --workers 2', { skip: needsServices({ 'mongo-java-server
     assert.equal(who!.address, '198.51.100.7');
   });
 
+  it('pins a SockJS session to a worker when a request opens it, not for each post to a made-up session', async () => {
+    const pinned = async () => {
+      const stats = (await (await fetch(`${primary.url}/perseid/stats`, ASKED_ON_THE_PROXY_HOST)).json()) as { workers: Array<{ sockjsSessions: number }> };
+      return stats.workers.reduce((n, w) => n + w.sockjsSessions, 0);
+    };
+    const before = await pinned();
+    for (let batch = 0; batch < 10; batch++) {
+      const posts = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => httpRequest(primary.port, 'POST', `/sockjs/1/made-up-${batch}-${i}/xhr_send`, '["x"]', { 'content-type': 'text/plain' })),
+      );
+      assert.ok(posts.every((post) => post.status === 404), 'a post to a session no worker has is answered 404');
+    }
+    // The primary forgets pinned sessions idle for two minutes, so the count may only have gone down meanwhile.
+    assert.ok((await pinned()) <= before, `500 posts to made-up sessions pinned ${(await pinned()) - before} of them`);
+    await SockjsXhrSession.open(primary.port);
+    assert.ok((await pinned()) >= 1, 'the session opened is pinned');
+  });
+
   it('follows the database once and delivers changes to the worker that watches them', async () => {
     // Choice by load need not alternate strictly (lag and CPU count too), so wait until neither worker lags
     // (on a loaded machine one rightly gets every client), then open connections until one sits on each.
@@ -220,5 +238,28 @@ describe('perseid start --workers 2', { skip: needsServices({ 'mongo-java-server
         }
       }),
     );
+  });
+});
+
+describe('perseid start --workers: a SockJS streaming client that goes away', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => {
+  let primary: PerseidProcess;
+  let database: ReturnType<typeof freshDatabase>;
+  before(async () => {
+    database = freshDatabase(mongo!);
+    primary = await startPerseid(APP, ['--port', '0', '--workers', '1'], { MONGO_URL: database.url });
+  });
+  after(async () => {
+    await primary?.stop('SIGINT');
+    await database?.drop();
+  });
+
+  it('ends its session on the worker', async () => {
+    const sessions = async () => ((await (await fetch(`${primary.url}/health`)).json()) as { sessions: number }).sessions;
+    const peers = await Promise.all(Array.from({ length: 3 }, () => SockjsPeer.open(`${primary.url}/sockjs`, 'xhr-streaming')));
+    for (const [p, peer] of peers.entries()) await peer.call(`gone-${p}`, 'whoami');
+    await eventually(async () => (await sessions()) === 3, 'the three sessions counted');
+    // Their page closed: the streaming requests are cut, as a browser cuts them.
+    for (const peer of peers) peer.close();
+    await eventually(async () => (await sessions()) === 0, 'the sessions of the clients gone ended', 15000);
   });
 });

@@ -13,6 +13,7 @@ import { createLogger, setLogContext, setLogLevel, type Logger, type LogLevel } 
 import { apmSetting } from '../metrics/apm.js';
 import { createServer, DEFAULT_COMPRESSION, type PerseidServer, type ServerOptions } from '../server/app.js';
 import { forwardedCountFromEnv } from '../server/connection-handle.js';
+import { limitSilentConnections } from '../server/silent-connections.js';
 import type { CompressionOptions } from '../transport/frames.js';
 import { parseAllowedOrigins } from '../transport/origins.js';
 import { checkAppFile, loadAppModule, runAppSetup, type AppSetup } from './app-module.js';
@@ -137,12 +138,13 @@ async function openAppDatabase(dataDir: string | undefined): Promise<Database> {
 
 
 /** The `--admin-port` server: the operational endpoints only (still behind the admin check). */
-async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) => boolean, port: number, host: string, log: Logger): Promise<void> {
+async function serveAdmin(answer: (req: IncomingMessage, res: ServerResponse) => boolean, port: number, host: string, perAddress: number | undefined, log: Logger): Promise<void> {
   const server = createHttpServer((req, res) => {
     if (answer(req, res)) return;
     res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
     res.end('Not found: this port serves /metrics, /perseid/dashboard, /perseid/apm, /perseid/advice, /perseid/capacity and /perseid/stats\n');
   });
+  limitSilentConnections(server, { perAddress, forwardedCount: forwardedCountFromEnv(), upgrades: false });
   await listenOn(
     () => new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, host, () => resolve())),
     port,
@@ -358,13 +360,14 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
       role: role === 'web' ? 'web' : 'all',
       allowedOrigins: serverOptions.allowedOrigins ?? parseAllowedOrigins(''),
       forwardedCount: forwardedCountFromEnv(env),
+      maxConnectionsPerAddress: serverOptions.maxConnectionsPerAddress,
       contentSecurityPolicy: serverOptions.contentSecurityPolicy,
       adminEndpoints: adminPort === undefined,
       log,
     });
     const bound = await listenOn(() => primary.listen(port, host), port, host);
     const onSignals = catchSignals(log);
-    if (adminPort !== undefined) await serveAdmin((req, res) => primary.adminRequest(req, res), adminPort, adminHost, log);
+    if (adminPort !== undefined) await serveAdmin((req, res) => primary.adminRequest(req, res), adminPort, adminHost, serverOptions.maxConnectionsPerAddress, log);
     const joined = scale.publicUrl ? await joinCluster(scale, id, primary, () => primary.load(), log, role) : undefined;
     const after = () => Promise.all([feedStore?.close(), joined?.close()]).then(() => undefined);
     const stopping = onSignals(
@@ -389,7 +392,7 @@ export async function runStart(parsed: Parsed, env: NodeJS.ProcessEnv = process.
   const server = await bootApp(setup, appPath, { ...serverOptions, adminEndpoints: adminPort === undefined }, database);
   const bound = await listenOn(() => server.listen(port, host), port, host);
   const onSignals = catchSignals(log);
-  if (adminPort !== undefined) await serveAdmin((req, res) => server.adminRequest(req, res), adminPort, adminHost, log);
+  if (adminPort !== undefined) await serveAdmin((req, res) => server.adminRequest(req, res), adminPort, adminHost, serverOptions.maxConnectionsPerAddress, log);
   const monitor = new LoadMonitor(() => server.sessionCount);
   const joined = scale.publicUrl ? await joinCluster(scale, id, server, () => monitor.sample(), log, role) : undefined;
   if (!joined) monitor.stop();

@@ -7,6 +7,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { ServerSummary } from '../metrics/apm.js';
 import { methodTimes } from '../server/server-metrics.js';
+import { residentBytes } from '../metrics/memory-usage.js';
 
 const RESOLUTION_MS = 20;
 /** CPU and lag are averaged over about this long whatever the sampling interval, so one busy moment (a GC pause, a burst) does not look like a busy server. */
@@ -59,7 +60,7 @@ export class LoadMonitor {
       sessions: this.sessions(),
       lagMs: Math.round((this.lagMs ?? 0) * 10) / 10,
       cpuPercent: Math.round(this.cpuPercent ?? 0),
-      memoryMb: Math.round(process.memoryUsage.rss() / 1048576),
+      memoryMb: Math.round(residentBytes() / 1048576),
       methodP95Ms: Math.round(methodTimes.takePercentile(95) * 10) / 10,
       methodsPerSec: elapsed > 0 ? Math.round((calls / elapsed) * 10000) / 10 : 0,
     };

@@ -12,17 +12,20 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../log.js';
 import { apm, type ApmSnapshot } from '../metrics/apm.js';
 import { mergeSnapshots } from '../metrics/dashboard-view.js';
+import { residentBytes } from '../metrics/memory-usage.js';
 import { metrics } from '../metrics/registry.js';
 import type { ChangeSource } from '../data/change-source.js';
 import { HttpRoutes, LISTEN_BACKLOG, type HealthReport } from '../server/http.js';
 import { originAllowed, type AllowedOrigins } from '../transport/origins.js';
-import { isWebSocketPath, pathOf, sockjsSessionOf } from '../transport/paths.js';
+import { isWebSocketPath, opensSockjsSession, pathOf, sockjsSessionOf } from '../transport/paths.js';
 import { answerSockjsInfo } from '../transport/sockjs-info.js';
 import { ChangeForwarder } from './change-forwarder.js';
 import type { ConnectionRouter } from '../server/connection-router.js';
 import { serverSummary, type LoadFigures } from './load-monitor.js';
 import { proxyRequest } from '../transport/proxy.js';
 import { FrontDoor } from '../server/front-door.js';
+import { limitSilentConnections } from '../server/silent-connections.js';
+import { containUpgradeErrors } from '../server/upgrade-errors.js';
 import { UntrustedProxyWarning } from '../server/proxy-warning.js';
 import { upgradeOwnProxies } from '../transport/passed-on.js';
 import { WorkerPool, type WorkerHandle } from './worker-pool.js';
@@ -41,6 +44,8 @@ export interface PrimaryOptions {
   /** Pages allowed to connect (the workers check their own connections; the primary answers `/sockjs/info`). */
   allowedOrigins: AllowedOrigins;
   forwardedCount: number;
+  /** Connections one client address may hold (--max-connections-per-address; 0: no limit), here those that have not sent their request yet. */
+  maxConnectionsPerAddress?: number;
   /** Content-Security-Policy of the static files the primary serves. */
   contentSecurityPolicy?: string | false;
   /** False when `--admin-port` serves the operational endpoints (see adminRequest). */
@@ -97,8 +102,13 @@ export class Primary {
       stats: () => this.workersStats(),
       adminEndpoints: options.adminEndpoints !== false,
     });
-    metrics.section('workers', () => this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load })));
+    metrics.section('workers', () => {
+      const pinned = this.pool.pinnedSessions();
+      return this.pool.ready.map((w) => ({ id: w.id, pid: w.process.pid, ...w.load, sockjsSessions: pinned.get(w.id) ?? 0 }));
+    });
     this.httpServer = createServer((req, res) => this.request(req, res));
+    limitSilentConnections(this.httpServer, { perAddress: options.maxConnectionsPerAddress, forwardedCount: options.forwardedCount, upgrades: true });
+    containUpgradeErrors(this.httpServer);
     this.httpServer.on('upgrade', (req, socket: Duplex, head: Buffer) => this.door.upgrade(req, socket, head, () => this.handOff(req, socket as Socket, head)));
   }
 
@@ -126,7 +136,7 @@ export class Primary {
       sessions: ready.reduce((n, w) => n + w.load.sessions, 0),
       cpuPercent: ready.length ? Math.round(ready.reduce((n, w) => n + w.load.cpuPercent, 0) / ready.length) : 0,
       lagMs: Math.max(0, ...ready.map((w) => w.load.lagMs)),
-      memoryMb: ready.reduce((n, w) => n + w.load.memoryMb, Math.round(process.memoryUsage.rss() / 1048576)),
+      memoryMb: ready.reduce((n, w) => n + w.load.memoryMb, Math.round(residentBytes() / 1048576)),
       methodP95Ms: Math.max(0, ...ready.map((w) => w.load.methodP95Ms)),
       methodsPerSec: Math.round(ready.reduce((n, w) => n + (w.load.methodsPerSec ?? 0), 0) * 10) / 10,
     };
@@ -243,7 +253,7 @@ export class Primary {
     if (path.startsWith('/sockjs/')) {
       this.proxyWarning.check(req.socket.remoteAddress, req.headers, 0);
       const session = sockjsSessionOf(path);
-      const worker = session ? this.pool.forSession(session) : this.pool.choose();
+      const worker = session ? this.pool.forSession(session, opensSockjsSession(path)) : this.pool.choose();
       if (!worker?.httpPort) {
         res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' });
         res.end('No worker is ready\n');

@@ -23,6 +23,7 @@ import { PublicationStats } from './publication-stats.js';
 import { Counter, LabelledCounter, metrics } from './registry.js';
 import { TraceStore } from './trace-store.js';
 import { Trace, type TraceRecord } from './trace.js';
+import { residentBytes } from './memory-usage.js';
 
 /** Distinct method names and publication names kept apart; past it they share `(other)`. */
 export const NAME_CAP = 500;
@@ -189,7 +190,7 @@ export class Apm {
   private readonly started = Date.now();
   private idleCpu = Infinity;
   private idleRss = Infinity;
-  private startRss = process.memoryUsage.rss() / (1024 * 1024);
+  private startRss = residentBytes() / (1024 * 1024);
   private lastCounters: Record<string, number> = {};
   private intervalMethods = new Histogram();
   private intervalReady = new Histogram();
@@ -202,7 +203,7 @@ export class Apm {
   start(): void {
     if (!this.enabled || this.timer) return;
     this.process.start();
-    this.startRss = process.memoryUsage.rss() / (1024 * 1024);
+    this.startRss = residentBytes() / (1024 * 1024);
     this.latest = this.process.sample();
     this.lastCounters = metrics.snapshot();
     this.recentSince = this.halfSince = Date.now();

@@ -7,6 +7,7 @@
  */
 import { constants, monitorEventLoopDelay, performance, PerformanceObserver, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks';
 import { BOUNDS_MS, Histogram } from './histogram.js';
+import { memoryUsage } from './memory-usage.js';
 
 export const GC_KINDS = ['minor', 'major', 'incremental', 'weakcb'] as const;
 export type GcKind = (typeof GC_KINDS)[number];
@@ -92,7 +93,7 @@ export class ProcessStats {
     this.cpuSystemSeconds = this.lastCpu.system / 1e6;
     const elu = performance.eventLoopUtilization(this.lastElu);
     this.lastElu = performance.eventLoopUtilization();
-    const memory = process.memoryUsage();
+    const memory = memoryUsage();
     const lag = this.foldDelays();
     const gcMs = { ...this.gcWindow };
     for (const kind of GC_KINDS) this.gcWindow[kind] = 0;

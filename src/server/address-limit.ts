@@ -7,6 +7,9 @@
  */
 import { addressGroup } from './address-group.js';
 
+/** --max-connections-per-address's default. */
+export const DEFAULT_CONNECTIONS_PER_ADDRESS = 1000;
+
 export class AddressLimit {
   private readonly counts = new Map<string, number>();
 
@@ -21,6 +24,11 @@ export class AddressLimit {
     if (count >= this.limit) return false;
     this.counts.set(client, count + 1);
     return true;
+  }
+
+  /** Whether `address` has `limit` places taken. */
+  full(address: string | undefined): boolean {
+    return this.limit !== 0 && address !== undefined && (this.counts.get(addressGroup(address)) ?? 0) >= this.limit;
   }
 
   release(address: string | undefined): void {

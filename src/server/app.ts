@@ -15,7 +15,7 @@ import { ProtocolErrors } from '../ddp/messages.js';
 import { createLogger, type Logger } from '../log.js';
 import { parseAllowedOrigins, type AllowedOrigins } from '../transport/origins.js';
 import { adminToken } from './admin-access.js';
-import { AddressLimit, WaitingPerAddress } from './address-limit.js';
+import { AddressLimit, DEFAULT_CONNECTIONS_PER_ADDRESS, WaitingPerAddress } from './address-limit.js';
 import { RefusalLog } from '../refusal-log.js';
 import { defaultTotalSubscriptions, SubscriptionBudget } from './subscription-budget.js';
 import { clientAddress, forwardedCountFromEnv } from './connection-handle.js';
@@ -40,6 +40,8 @@ import { runDispatchHooks, type DispatchEvent, type DispatchHook } from './dispa
 import type { MethodHandler } from './method-invocation.js';
 import { Session, type SessionServer, type SessionSettings } from './session.js';
 import { sessionMetrics } from './server-metrics.js';
+import { limitSilentConnections } from './silent-connections.js';
+import { containUpgradeErrors } from './upgrade-errors.js';
 import type { PublishHandler } from './subscription.js';
 
 export interface ServerOptions {
@@ -203,7 +205,7 @@ export class PerseidServer implements SessionServer {
     };
     this.resumeMaxSessions = options.resumeMaxSessions ?? 10000;
     this.subscriptionBudget = new SubscriptionBudget(options.maxTotalSubscriptions ?? defaultTotalSubscriptions(), this.log);
-    this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? 1000);
+    this.addressLimit = new AddressLimit(options.maxConnectionsPerAddress ?? DEFAULT_CONNECTIONS_PER_ADDRESS);
     this.proxyWarning = new UntrustedProxyWarning(this.log, forwardedCount);
     this.connectionRefusals = new RefusalLog(this.log, 'refusing connections: too many from one address (raise --max-connections-per-address, or set HTTP_FORWARDED_COUNT behind a proxy)');
     // A database that is down fails every call: a line per call flooded the log during an outage.
@@ -259,6 +261,8 @@ export class PerseidServer implements SessionServer {
       if (this.role === 'jobs') socket.end(`HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${JOBS_ONLY}\n`);
       else this.door.upgrade(req, socket, head, () => this.serveUpgrade(req, socket, head));
     });
+    limitSilentConnections(this.httpServer, { perAddress: this.addressLimit.limit, forwardedCount, upgrades: true });
+    containUpgradeErrors(this.httpServer);
     this.httpServer.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();

@@ -3,6 +3,8 @@
 const RAW_WEBSOCKET = /^\/(?:sockjs\/)?websocket\/?$/;
 const SOCKJS_WEBSOCKET = /^\/sockjs\/[^/.]+\/[^/.]+\/websocket\/?$/;
 const SOCKJS_SESSION = /^\/sockjs\/[^/.]+\/([^/.]+)\/[^/]+$/;
+/** The SockJS transports whose request opens a session when there is none; xhr_send and jsonp_send post to one. */
+const SOCKJS_OPENING = /^\/sockjs\/[^/.]+\/[^/.]+\/(?:xhr|xhr_streaming|eventsource|htmlfile|jsonp)$/;
 
 /** The path of a request URL, without its query. */
 export function pathOf(url: string | undefined): string {
@@ -29,4 +31,9 @@ export function isWebSocketPath(path: string): boolean {
 /** The SockJS session id a request belongs to (`/sockjs/<server>/<session>/<transport>`), if any. */
 export function sockjsSessionOf(path: string): string | undefined {
   return SOCKJS_SESSION.exec(path)?.[1];
+}
+
+/** Whether a request at `path` may open a SockJS session (a poll or stream), not only post to one. */
+export function opensSockjsSession(path: string): boolean {
+  return SOCKJS_OPENING.test(path);
 }

@@ -32,13 +32,24 @@ export function proxyRequest(req: IncomingMessage, res: ServerResponse, target: 
     if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
     res.end(`Bad gateway: ${error.message}\n`);
   });
+  // A client gone before its answer ended (a SockJS stream or long poll dropped) ends the request upstream too:
+  // left open, it held the client's session on the server behind, as if still connected, for good.
+  res.on('close', () => {
+    if (!res.writableFinished) upstream.destroy();
+  });
   req.pipe(upstream);
 }
 
+/** How long a target may take to answer an upgrade before the client is served some other way. */
+export const UPGRADE_ANSWER_MS = 5000;
+
 /**
- * Replays the upgrade request to `target` and then joins the two connections
- * byte for byte. If the target cannot be reached, nothing has been answered
- * yet: `unreachable` may still serve the request some other way.
+ * Replays the upgrade request to `target` and then, once it answers, joins
+ * the two connections byte for byte. Until it answers nothing has gone to the
+ * client: when the target cannot be reached, closes without answering, or has
+ * not answered within `answerMs` (a server stopped or stalled; its connection
+ * is accepted by its kernel all the same, and the client waited for good),
+ * `unreachable` may still serve the request some other way.
  */
 export function proxyUpgrade(
   req: IncomingMessage,
@@ -47,23 +58,41 @@ export function proxyUpgrade(
   target: Target,
   extra: Record<string, string> = {},
   unreachable?: (error: Error) => void,
+  answerMs = UPGRADE_ANSWER_MS,
 ): void {
-  let connected = false;
+  let settled = false;
   const upstream = connect({ host: target.host, port: target.port }, () => {
-    connected = true;
     const headers = forwardedHeaders(req, extra);
     let text = `${req.method} ${req.url} HTTP/1.1\r\nconnection: Upgrade\r\nupgrade: ${String(req.headers.upgrade ?? 'websocket')}\r\n`;
     for (const [name, value] of Object.entries(headers)) for (const v of Array.isArray(value) ? value : [value]) text += `${name}: ${v}\r\n`;
     upstream.write(text + '\r\n');
     if (head.length) upstream.write(head);
+  });
+  const fail = (error: Error) => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(deadline);
+    upstream.destroy();
+    if (unreachable) unreachable(error);
+    else socket.destroy();
+  };
+  const deadline = setTimeout(() => fail(new Error(`no answer within ${answerMs} ms`)), answerMs).unref();
+  upstream.once('data', (answer: Buffer) => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(deadline);
+    socket.write(answer);
     upstream.pipe(socket);
     socket.pipe(upstream);
     upstream.on('close', () => socket.destroy());
   });
-  upstream.on('error', (error) => {
-    if (connected || !unreachable) socket.destroy();
-    else unreachable(error);
-  });
+  upstream.on('error', fail);
+  upstream.on('close', () => fail(new Error('closed without answering')));
   socket.on('error', () => upstream.destroy());
-  socket.on('close', () => upstream.destroy());
+  socket.on('close', () => {
+    // The client left: nothing more to serve, here or there.
+    settled = true;
+    clearTimeout(deadline);
+    upstream.destroy();
+  });
 }
