@@ -475,6 +475,38 @@ describe('a document an upsert inserts, published over fan-out', ON_MONGO_JAVA_S
   });
 });
 
+describe('writes of one document that reach the fan-out bus in another order than the database applied them', ON_MONGO_JAVA_SERVER, () => {
+  it('read the document again rather than show an insert after its replacement, or a document after its removal', async () => {
+    const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);
+    const bus = new MemoryBus();
+    const database = await openDatabase({ mongoUrl: fresh.url, fanout: { bus, serverId: 'order-test' } });
+    const external = new MongoClient(fresh.url);
+    try {
+      const c = new Collection('reordered', { database });
+      const raw = external.db().collection(c.name);
+      // What the database holds: x inserted then replaced, y inserted then removed, and a marker.
+      await raw.insertMany([{ _id: 'x' as never, v: 'replaced' }, { _id: 'marker' as never }]);
+      const all = await mirror(c, {});
+      // Another server's messages, each write's in the order its answer came back (EJSON.stringify is the wire's form).
+      const other = (o: string, i: string, d?: Document) => bus.publish(`perseid:${fresh.dbName}:${c.name}`, EJSON.stringify({ s: 'other', c: c.name, o, i, ...(d ? { d } : {}) }));
+      other('u', 'x', { _id: 'x', v: 'replaced' });
+      other('i', 'x', { _id: 'x', v: 'inserted' });
+      other('r', 'y');
+      other('u', 'y', { _id: 'y', v: 'updated before its removal' });
+      other('i', 'marker', { _id: 'marker', seen: true });
+      await eventually(() => all.docs.get('marker')?.seen === true, 'the messages applied');
+      await raw.updateOne({ _id: 'marker' as never }, { $set: { seen: true } });
+      await converges(c, all.docs, {});
+      assert.deepEqual(Object.fromEntries(all.docs), { x: { v: 'replaced' }, marker: { seen: true } });
+      all.stop();
+    } finally {
+      await external.close();
+      await database.close();
+      await fresh.drop();
+    }
+  });
+});
+
 describe('writes that matched fewer documents than they name, published over fan-out', ON_MONGO_JAVA_SERVER, () => {
   it('changes and removes only what the write did: a replacement by id of a missing document is no insert', async () => {
     const fresh = freshDatabase((await serviceUrl('mongo-java-server'))!);

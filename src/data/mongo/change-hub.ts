@@ -19,7 +19,7 @@
 import { idStringify } from '../../ddp/ids.js';
 import type { Logger } from '../../log.js';
 import { dataMetrics } from '../data-metrics.js';
-import type { ChangeEvent, ChangeListener, ChangeSource, ChangeSourceKind, DocumentChange } from '../change-source.js';
+import type { ChangeEvent, ChangeListener, ChangeOp, ChangeSource, ChangeSourceKind, DocumentChange } from '../change-source.js';
 import type { Document } from '../types.js';
 
 export interface WriteToken {
@@ -47,13 +47,15 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
-/** How many recent events per collection are remembered for fences that start waiting late. */
+/** How many recent events per collection are remembered, for fences that start waiting late and for the fan-out's order (lastChange). */
 const RECENT_LIMIT = 10000;
 
 export class ChangeHub implements ChangeSource {
   private seq = 0;
   private readonly listeners = new Map<string, Set<ChangeListener>>();
   private readonly recent = new Map<string, Array<{ seq: number; key: string }>>();
+  /** Per collection, each id `recent` holds: how many of its entries name it, and the kind of the last. */
+  private readonly recentIds = new Map<string, Map<string, { entries: number; op: ChangeOp }>>();
   private waiters: Waiter[] = [];
   /** Per collection, the ids of inserts applied by insertedHere whose report from the feed has not come yet. */
   private readonly early = new Map<string, Set<string>>();
@@ -142,9 +144,23 @@ export class ChangeHub implements ChangeSource {
     let recent = this.recent.get(change.collection);
     if (!recent) this.recent.set(change.collection, (recent = []));
     recent.push({ seq: event.seq, key });
-    if (recent.length > RECENT_LIMIT) recent.splice(0, recent.length - RECENT_LIMIT);
+    let ids = this.recentIds.get(change.collection);
+    if (!ids) this.recentIds.set(change.collection, (ids = new Map()));
+    const last = ids.get(key);
+    if (last) {
+      last.entries++;
+      last.op = change.op;
+    } else ids.set(key, { entries: 1, op: change.op });
+    if (recent.length > RECENT_LIMIT) {
+      for (const old of recent.splice(0, recent.length - RECENT_LIMIT)) if (--ids.get(old.key)!.entries === 0) ids.delete(old.key);
+    }
     this.deliver(event);
     if (this.waiters.length) this.settleWaiters(change.collection, key, event.seq);
+  }
+
+  /** The kind of the last change of `id` among the recent ones (see RECENT_LIMIT), if any. */
+  lastChange(collection: string, id: unknown): ChangeOp | undefined {
+    return this.recentIds.get(collection)?.get(idStringify(id))?.op;
   }
 
   /**

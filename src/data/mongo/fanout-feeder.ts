@@ -111,7 +111,7 @@ export class FanoutFeeder {
       return;
     }
     for (const change of changes) {
-      this.hub.emit({ collection, op: change.op, id: change.id, doc: change.doc, modifier: change.modifier });
+      this.apply(collection, change);
       this.send({ s: this.serverId, c: collection, o: OPS[change.op], i: change.id, d: change.doc, m: change.modifier });
     }
   }
@@ -184,7 +184,20 @@ export class FanoutFeeder {
     fanoutMetrics.applied.inc();
     if (wire.o === 's') fanoutMetrics.resyncs.inc();
     if (wire.o === 's') this.hub.resync(wire.g ? 'changes a server could not send' : wire.r ? 'the relay lost track of the database' : 'collection dropped on another server', wire.c);
-    else this.hub.emit({ collection: wire.c, op: CHANGE_OPS[wire.o], id: wire.i, doc: wire.d, modifier: wire.m });
+    else this.apply(wire.c, { op: CHANGE_OPS[wire.o], id: wire.i, doc: wire.d, modifier: wire.m });
+  }
+
+  /**
+   * Writes reach the bus in the order their answers came back, not in the database's: two at once on
+   * one document (an insert and a replacement, an update and a remove) can come the other way round.
+   * An insert after an update of its document, or a whole document after its removal, is then not
+   * applied as it stands: the document is read again by id. (An insert after the same insert is the
+   * relay's copy of a write through Perseid: applied again, to the same effect.)
+   */
+  private apply(collection: string, change: PublishedChange): void {
+    const last = change.doc === undefined ? undefined : this.hub.lastChange(collection, change.id);
+    const stale = last === 'remove' ? change.op !== 'remove' : change.op === 'insert' && last === 'update';
+    this.hub.emit(stale ? { collection, op: 'update', id: change.id } : { collection, ...change });
   }
 
   /**
