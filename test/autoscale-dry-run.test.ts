@@ -137,13 +137,16 @@ describe('perseid autoscale with its registry down at start', () => {
     const client = new MongoClient(`${database.url}?directConnection=true`);
     try {
       const store = new MongoDiscoveryStore(async () => client.db());
-      const announcing = setInterval(() => void store.put(entry('a', 3), 3000), 200);
+      // The last announcement is awaited before the client closes: closing fails an operation under way.
+      let putting: Promise<unknown> = Promise.resolve();
+      const announcing = setInterval(() => (putting = store.put(entry('a', 3), 3000).catch(() => undefined)), 200);
       try {
         // The round's line (stdout), then the log's (stderr).
         const seen = () => autoscale.output().split('\n').some((line) => ROUND.test(line) && /servers 1\/1 /.test(line)) && /autoscale round works again/.test(autoscale.output());
         await eventually(seen, `a round seeing the server:\n${autoscale.output()}`, 20000);
       } finally {
         clearInterval(announcing);
+        await putting;
       }
       const output = autoscale.output();
       // A line when rounds start failing and when the reason changes (a refused connection, a selection timeout), not one per round.

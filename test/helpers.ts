@@ -189,3 +189,29 @@ export function seriesValue(text: string, series: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(series + ' '));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
+
+/**
+ * A raw WebSocket client that sends DDP `connect` and resolves once `connected` comes, then closes;
+ * `localAddress` makes it another client than a flood's, on another loopback address.
+ */
+export function ddpConnects(url: string, options: { localAddress?: string; perMessageDeflate?: boolean; timeoutMs?: number } = {}): Promise<void> {
+  const { timeoutMs = 5000, ...socketOptions } = options;
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/websocket`, socketOptions);
+    const timer = setTimeout(() => {
+      ws.terminate();
+      reject(new Error(`no \`connected\` from ${url} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    ws.on('open', () => ws.send(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] })));
+    ws.on('message', (data) => {
+      if (!String(data).includes('"connected"')) return;
+      clearTimeout(timer);
+      ws.close();
+      resolve();
+    });
+    ws.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}

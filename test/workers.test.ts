@@ -14,6 +14,7 @@ import { serviceUrl } from '../scripts/services/control.js';
 import { freshDatabase } from './databases.js';
 import { httpRequest, SockjsXhrSession } from '../scripts/fuzz/wire.js';
 import { eventually, SockjsPeer, startPerseid, type PerseidProcess } from './processes.js';
+import { ddpConnects } from './helpers.js';
 import { needsServices } from './skips.js';
 
 const APP = 'dist/test/fixtures/cluster-app.js';
@@ -147,11 +148,13 @@ describe('perseid start --workers 2', { skip: needsServices({ 'mongo-java-server
     const a = await connect();
     const whoA = await a.call<Who>('whoami');
     let b: SimpleDDP | undefined;
-    for (let i = 0; i < 10 && !b; i++) {
+    // Over some 3 s: a worker's lag can pass 20 ms for a moment (a GC, another test's burst) and rightly take it out of the choice.
+    for (let i = 0; i < 30 && !b; i++) {
       const candidate = await connect();
       if ((await candidate.call<Who>('whoami')).worker !== whoA.worker) b = candidate;
+      else await new Promise((r) => setTimeout(r, 100));
     }
-    assert.ok(b, `ten connections in a row went to the same worker; the primary's view: ${JSON.stringify(await view())}`);
+    assert.ok(b, `thirty connections in a row, over 3 s, went to the same worker; the primary's view: ${JSON.stringify(await view())}`);
     const sub = a.subscribe('items');
     await sub.ready();
     const id = await b.call<string>('addItem', 1, 'from the other worker');
@@ -213,22 +216,8 @@ describe('perseid start --workers 2', { skip: needsServices({ 'mongo-java-server
     // primary and its workers squeezed onto one core the window is wide (last test: they stay there).
     const stats = (await (await fetch(`${primary.url}/perseid/stats`, ASKED_ON_THE_PROXY_HOST)).json()) as { workers: Array<{ pid: number }> };
     for (const pid of [primary.child.pid!, ...stats.workers.map((w) => w.pid)]) spawnSync('taskset', ['-a', '-p', '-c', '0', String(pid)], { stdio: 'ignore' });
-    const cycle = () =>
-      new Promise<void>((resolve, reject) => {
-        const ws = new WebSocket(`${primary.url.replace(/^http/, 'ws')}/websocket`, { perMessageDeflate: false });
-        const timer = setTimeout(() => reject(new Error('no `connected` within 3 s: the first message was lost')), 3000);
-        ws.on('open', () => ws.send(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] })));
-        ws.on('message', (data) => {
-          if (!String(data).includes('"connected"')) return;
-          clearTimeout(timer);
-          ws.close();
-          resolve();
-        });
-        ws.on('error', (error) => {
-          clearTimeout(timer);
-          reject(error);
-        });
-      });
+    // A lost first message shows as no `connected` within 3 s.
+    const cycle = () => ddpConnects(primary.url, { perMessageDeflate: false, timeoutMs: 3000 });
     let done = 0;
     await Promise.all(
       Array.from({ length: 8 }, async () => {
