@@ -52,10 +52,10 @@ export class MongoCollection implements CollectionDriver {
     const stored = toMongo(doc) as BsonDocument;
     await this.call(() => this.raw.insertOne(stored));
     this.host.publish?.(this.name, [{ op: 'insert', id: doc._id, doc }]);
-    if (!this.host.appliesInserts) return { token: this.token([doc._id], 1, after) };
-    // Not waking the feeder: the insert is applied now, and the feed's next read brings its report.
-    this.host.hub.insertedHere(this.name, doc._id, storedForm(stored), after);
-    return { token: { collection: this.name, keys: [idStringify(doc._id)], expect: 1, after } };
+    // Applied now rather than waking the feeder: the feed's next read brings its report, which is dropped.
+    if (this.host.appliesInserts) this.host.hub.insertedHere(this.name, doc._id, storedForm(stored), after);
+    else this.host.ownWrite(this.name);
+    return { token: this.token([doc._id], 1, after) };
   }
 
   async update(selector: Document, modifier: Document, options: UpdateOptions): Promise<UpdateResult & WriteOutcome> {
@@ -89,6 +89,7 @@ export class MongoCollection implements CollectionDriver {
       if (upsertedId !== undefined) events.push(operators ? { op: 'update', id: upsertedId } : { op: 'update', id: upsertedId, doc: { ...modifier, _id: upsertedId } });
       if (events.length > 0) this.host.publish(this.name, events);
     }
+    this.host.ownWrite(this.name);
     const out: UpdateResult & WriteOutcome = {
       numberAffected: result.matchedCount + result.upsertedCount,
       token: this.token([...ids, ...upserted.map((id) => (id === null ? null : toMongo(id)))], result.modifiedCount + result.upsertedCount, after, ids.length === 0),
@@ -105,6 +106,7 @@ export class MongoCollection implements CollectionDriver {
     // Fewer removed than named or matched before: which ones is unknown, so each is read again (as an update by id).
     const known = result.deletedCount === ids.length;
     if (result.deletedCount > 0) this.host.publish?.(this.name, ids.map((id) => (known ? { op: 'remove', id } : { op: 'update', id })));
+    this.host.ownWrite(this.name);
     return { removed: result.deletedCount, token: this.token(ids, result.deletedCount, after, ids.length === 0) };
   }
 
@@ -213,7 +215,6 @@ export class MongoCollection implements CollectionDriver {
   }
 
   private token(ids: unknown[], expect: number, after: number, unknownIds = false): WriteToken {
-    this.host.ownWrite(this.name);
     // With no ids to look for (polling), there is nothing to wait for here: the re-read is the fence.
     return { collection: this.name, keys: ids.map(idStringify), expect: unknownIds && !this.host.tracksIds ? 0 : expect, after };
   }
