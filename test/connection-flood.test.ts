@@ -163,25 +163,19 @@ describe('upgrade requests refused, reset by their client at once', () => {
     }
   });
 
-  it('stop no workers\' primary (503 for a path that is not DDP\'s)', { skip: needsServices({ 'mongo-java-server': mongo }) }, async () => {
+  /** The app started with `args` on a fresh database survives resets of upgrades to `path`. */
+  const survivesOnMongo = async (args: string[], path: string) => {
     const database = freshDatabase(mongo!);
-    const primary = await startPerseid(APP, ['--port', '0', '--workers', '1'], { MONGO_URL: database.url });
+    const started = await startPerseid(APP, ['--port', '0', ...args], { MONGO_URL: database.url });
     try {
-      await survives(primary, '/not-ddp');
+      await survives(started, path);
     } finally {
-      await primary.stop('SIGINT');
+      await started.stop('SIGINT');
       await database.drop();
     }
-  });
+  };
 
-  it('stop no jobs process (503 for every upgrade)', { skip: needsServices({ 'mongo-java-server': mongo }) }, async () => {
-    const database = freshDatabase(mongo!);
-    const jobs = await startPerseid(APP, ['--port', '0', '--role', 'jobs'], { MONGO_URL: database.url });
-    try {
-      await survives(jobs, '/websocket');
-    } finally {
-      await jobs.stop('SIGINT');
-      await database.drop();
-    }
-  });
+  it('stop no workers\' primary (503 for a path that is not DDP\'s)', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => survivesOnMongo(['--workers', '1'], '/not-ddp'));
+
+  it('stop no jobs process (503 for every upgrade)', { skip: needsServices({ 'mongo-java-server': mongo }) }, () => survivesOnMongo(['--role', 'jobs'], '/websocket'));
 });
